@@ -1,0 +1,8 @@
+"""multiqueue: dispatch Kubernetes batch Jobs from a management cluster to worker clusters."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("multiqueue")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

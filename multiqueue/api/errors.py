@@ -1,0 +1,196 @@
+"""Field errors and Kubernetes ``Status`` objects, built the way the upstream API server builds them.
+
+Validation in ``api/`` returns a list of :class:`FieldError`; the embedded API server turns that list into a
+422 ``Status`` with ``details.causes`` (:func:`invalid_status`), and clients read the same shape back. Keeping the
+message format identical to upstream's means ``kubectl`` users see the errors they already know.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import StrEnum
+from typing import Any, Final
+
+
+class ErrorType(StrEnum):
+    """The ``details.causes[].reason`` values upstream uses for field errors."""
+
+    INVALID = "FieldValueInvalid"
+    REQUIRED = "FieldValueRequired"
+    DUPLICATE = "FieldValueDuplicate"
+    TOO_LONG = "FieldValueTooLong"
+    NOT_SUPPORTED = "FieldValueNotSupported"
+    FORBIDDEN = "FieldValueForbidden"
+    NOT_FOUND = "FieldValueNotFound"
+
+    @property
+    def label(self) -> str:
+        """The human words upstream prints before the value (``Invalid value``, ``Required value``...)."""
+        return _LABELS[self]
+
+
+_LABELS: Final = {
+    ErrorType.INVALID: "Invalid value",
+    ErrorType.REQUIRED: "Required value",
+    ErrorType.DUPLICATE: "Duplicate value",
+    ErrorType.TOO_LONG: "Too long",
+    ErrorType.NOT_SUPPORTED: "Unsupported value",
+    ErrorType.FORBIDDEN: "Forbidden",
+    ErrorType.NOT_FOUND: "Not found",
+}
+
+# Upstream prints no value for these types, whatever was passed.
+_VALUELESS: Final = frozenset({ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG})
+
+
+class _Omitted:
+    def __repr__(self) -> str:
+        return "OMITTED"
+
+
+OMITTED: Final = _Omitted()
+"""Marks an error whose bad value is not printed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldError:
+    """One problem with one field, e.g. ``status.conditions: Invalid value: ...: cannot ...``."""
+
+    type: ErrorType
+    field: str
+    detail: str = ""
+    value: Any = dataclasses.field(default=OMITTED, compare=False)
+
+    def body(self) -> str:
+        """The error without its field path, as upstream puts it in ``causes[].message``."""
+        text = self.type.label
+        if self.type not in _VALUELESS and self.value is not OMITTED:
+            text = f"{text}: {format_value(self.value)}"
+        if self.detail:
+            text = f"{text}: {self.detail}"
+        return text
+
+    def message(self) -> str:
+        return f"{self.field}: {self.body()}" if self.field else self.body()
+
+    def __str__(self) -> str:
+        return self.message()
+
+
+def format_value(value: Any) -> str:
+    """Print a bad value roughly as Go's ``%v``/``%q`` would: strings quoted, numbers bare, the rest as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if value is None:
+        return "null"
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError(ErrorType.INVALID, path, detail, value)
+
+
+def required(path: str, detail: str = "") -> FieldError:
+    return FieldError(ErrorType.REQUIRED, path, detail)
+
+
+def duplicate(path: str, value: Any) -> FieldError:
+    return FieldError(ErrorType.DUPLICATE, path, "", value)
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.FORBIDDEN, path, detail)
+
+
+def too_long(path: str, limit: int) -> FieldError:
+    return FieldError(ErrorType.TOO_LONG, path, f"may not be more than {limit} bytes")
+
+
+def not_supported(path: str, value: Any, supported: list[str]) -> FieldError:
+    quoted = ", ".join(json.dumps(s) for s in supported)
+    return FieldError(ErrorType.NOT_SUPPORTED, path, f"supported values: {quoted}", value)
+
+
+def immutable(path: str, value: Any = OMITTED) -> FieldError:
+    return FieldError(ErrorType.INVALID, path, "field is immutable", value)
+
+
+def non_negative(path: str, value: Any) -> list[FieldError]:
+    """Upstream's ValidateNonnegativeField: one error when ``value`` is a negative number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    return []
+
+
+# --- Status objects -------------------------------------------------------------------------------------------
+
+
+def status(
+    code: int,
+    reason: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``v1 Status`` failure object, the body of every error the API server returns."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+def qualified_kind(kind: str, group: str) -> str:
+    """``Job.batch``, or just ``Pod`` for the core group, as upstream names a kind in messages."""
+    return f"{kind}.{group}" if group else kind
+
+
+def _details(name: str, group: str, kind: str) -> dict[str, Any]:
+    return {"name": name, "group": group, "kind": kind} if group else {"name": name, "kind": kind}
+
+
+def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -> dict[str, Any]:
+    """422 Invalid with one cause per field error, exactly like upstream's ``NewInvalid``."""
+    messages = [e.message() for e in errors]
+    joined = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+    details = _details(name, group, kind)
+    details["causes"] = [{"reason": str(e.type), "message": e.body(), "field": e.field} for e in errors]
+    return status(422, "Invalid", f'{qualified_kind(kind, group)} "{name}" is invalid: {joined}', details)
+
+
+def not_found_status(resource: str, group: str, name: str) -> dict[str, Any]:
+    what = f"{resource}.{group}" if group else resource
+    return status(404, "NotFound", f'{what} "{name}" not found', _details(name, group, resource))
+
+
+def already_exists_status(resource: str, group: str, name: str) -> dict[str, Any]:
+    what = f"{resource}.{group}" if group else resource
+    return status(409, "AlreadyExists", f'{what} "{name}" already exists', _details(name, group, resource))
+
+
+def conflict_status(resource: str, group: str, name: str, why: str) -> dict[str, Any]:
+    what = f"{resource}.{group}" if group else resource
+    message = f'Operation cannot be fulfilled on {what} "{name}": {why}'
+    return status(409, "Conflict", message, _details(name, group, resource))
+
+
+def gone_status(message: str) -> dict[str, Any]:
+    return status(410, "Expired", message)
+
+
+def bad_request_status(message: str) -> dict[str, Any]:
+    return status(400, "BadRequest", message)

@@ -1,0 +1,1 @@
+"""The embedded Job and CronJob controllers, for clusters where no kube-controller-manager runs them."""

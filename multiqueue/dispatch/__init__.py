@@ -1,0 +1,1 @@
+"""The dispatcher: runs managedBy Jobs of the management cluster on worker clusters."""

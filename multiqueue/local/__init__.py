@@ -1,0 +1,1 @@
+"""The embedded default: Kubernetes-compatible local clusters on loopback."""
