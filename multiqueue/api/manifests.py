@@ -1,0 +1,40 @@
+"""Offline checks of manifests: the defaulting and create-time validation the API server would apply.
+
+Used by ``multiqueue validate`` so people can check a Job or CronJob before they submit it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from multiqueue.api import cronjobs, jobs
+from multiqueue.api.errors import invalid_status
+from multiqueue.api.meta import as_dict, metadata
+
+# Selector generation needs a UID; the server assigns the real one at create time.
+_PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
+
+
+def display_name(obj: dict[str, Any]) -> str:
+    meta = metadata(obj)
+    return str(meta.get("name") or meta.get("generateName") or "<unnamed>")
+
+
+def validate_manifest(obj: dict[str, Any]) -> str:
+    """The message a 422 from the server would carry, or "" when the object would be accepted."""
+    group_version = str(obj.get("apiVersion", ""))
+    kind = str(obj.get("kind", ""))
+    if group_version != "batch/v1" or kind not in ("Job", "CronJob"):
+        return f"unsupported object {group_version or '<no apiVersion>'} {kind or '<no kind>'}: expected batch/v1 Job or CronJob"
+    candidate = copy.deepcopy(obj)
+    meta = as_dict(candidate.setdefault("metadata", {}))
+    meta.setdefault("namespace", "default")
+    meta.setdefault("uid", _PLACEHOLDER_UID)
+    if kind == "Job":
+        errors = jobs.validate_job(jobs.default_job(candidate))
+    else:
+        errors = cronjobs.validate_cronjob(cronjobs.default_cronjob(candidate))
+    if not errors:
+        return ""
+    return str(invalid_status(kind, "batch", display_name(obj), errors)["message"])

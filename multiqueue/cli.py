@@ -1,0 +1,173 @@
+"""The ``multiqueue`` command.
+
+Conventions every subcommand keeps: bad usage or bad input is one line on stderr and exit status 2, never a
+traceback; a check that ran and found problems exits 1; success exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from multiqueue import __version__
+from multiqueue.api import manifests
+from multiqueue.local.config import ConfigError, load_local_config
+from multiqueue.local.up import LocalClusters
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """Bad input from the person at the keyboard: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the whole usage on an error; we print one line naming the problem."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Check manifests against the batch/v1 rules the API server enforces, without a cluster."""
+    failures = 0
+    checked = 0
+    for path in args.files:
+        for obj in _load_manifests(Path(path)):
+            checked += 1
+            problems = manifests.validate_manifest(obj)
+            kind = str(obj.get("kind", "")).lower() or "object"
+            name = manifests.display_name(obj)
+            if problems:
+                failures += 1
+                print(f"{path}: {problems}")
+            else:
+                print(f"{path}: {kind}/{name} is valid")
+    if checked == 0:
+        raise UsageError("no manifests found in the given files")
+    print(f"{checked - failures} valid, {failures} invalid")
+    return 1 if failures else 0
+
+
+def _load_manifests(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        raise UsageError(f"{path}: not valid YAML: {first_line}") from exc
+    objects: list[dict[str, Any]] = []
+    for doc in docs:
+        if not isinstance(doc, dict):
+            raise UsageError(f"{path}: every document must be a Kubernetes object (a mapping)")
+        if doc.get("kind") == "List":
+            objects.extend(item for item in doc.get("items") or [] if isinstance(item, dict))
+        else:
+            objects.append(doc)
+    return objects
+
+
+def _default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "multiqueue"
+
+
+def _local_up(args: argparse.Namespace) -> int:
+    """Serve the local clusters until SIGINT or SIGTERM."""
+    try:
+        config = load_local_config(Path(args.config) if args.config else None)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    return asyncio.run(_serve_local(LocalClusters(config, Path(args.state_dir))))
+
+
+async def _serve_local(clusters: LocalClusters) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await clusters.start()
+    except OSError as exc:
+        raise UsageError(f"cannot start local clusters: {exc}") from exc
+    try:
+        kubeconfig = clusters.kubeconfig_path
+        print(f"local clusters are up: {', '.join(f'{n} ({s.url})' for n, s in clusters.servers.items())}")
+        print(f"  export KUBECONFIG={kubeconfig}")
+        others = [n for n in clusters.servers if n != "management"]
+        if others:
+            print(f"  kubectl --context {others[0]} get jobs")
+        print("press Ctrl-C to stop", flush=True)
+        await stop.wait()
+    finally:
+        await clusters.stop()
+    print("local clusters stopped")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="multiqueue",
+        description="Dispatch Kubernetes batch Jobs from a management cluster to worker clusters.",
+    )
+    parser.add_argument("--version", action="version", version=f"multiqueue {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    validate = commands.add_parser(
+        "validate",
+        help="check Job and CronJob manifests against the batch/v1 rules, offline",
+        description="Apply the API server's defaulting and validation to Job and CronJob manifests.",
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files with one or more objects")
+    validate.set_defaults(handler=_validate)
+
+    local = commands.add_parser("local", help="run the embedded default: local clusters on loopback")
+    local_commands = local.add_subparsers(dest="local_command", metavar="COMMAND", parser_class=_Parser)
+    up = local_commands.add_parser(
+        "up",
+        help="serve the local clusters of a config until interrupted",
+        description="Serve one Kubernetes-compatible API server per local cluster and write a kubeconfig for them.",
+    )
+    up.add_argument("--config", metavar="FILE", help="local clusters config (default: clusters/local.yaml)")
+    up.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=str(_default_state_dir()),
+        help="where objects, tokens and the kubeconfig live (default: %(default)s)",
+    )
+    up.set_defaults(handler=_local_up)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return USAGE_ERROR
+    try:
+        return handler(args)
+    except UsageError as exc:
+        print(f"multiqueue: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""A Kubernetes-compatible API server for local clusters: aiohttp in front, SQLite behind."""

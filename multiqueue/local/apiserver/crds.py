@@ -1,0 +1,103 @@
+"""CustomResourceDefinitions: accept their names, mark them Established, serve their kinds, clean up after them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from multiqueue.api.meta import as_dict, condition_is_true, metadata, set_condition
+from multiqueue.local.apiserver.registry import CRD_KEY, Registry
+from multiqueue.local.apiserver.rest import ApiError, Rest
+from multiqueue.local.apiserver.store import Event, Store
+
+log = logging.getLogger(__name__)
+
+
+class CrdController:
+    def __init__(self, store: Store, registry: Registry, rest: Rest, clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.registry = registry
+        self.rest = rest
+        self.clock = clock
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Serve every CRD already Established before the first request arrives."""
+        for crd in self.store.list_objects(CRD_KEY):
+            if condition_is_true(as_dict(crd.get("status")).get("conditions"), "Established"):
+                self.registry.apply_crd(crd)
+            else:
+                self._queue.put_nowait(_as_event(crd))
+        self.store.add_listener(self._on_event)
+        self._task = asyncio.create_task(self._run(), name="crd-controller")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _on_event(self, event: Event) -> None:
+        if event.resource == CRD_KEY:
+            self._queue.put_nowait(event)
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            try:
+                await self._sync(event)
+            except ApiError as exc:
+                log.warning("CustomResourceDefinition %s: %s", metadata(event.obj).get("name"), exc)
+            except Exception:
+                log.exception("CustomResourceDefinition controller failed")
+
+    async def _sync(self, event: Event) -> None:
+        name = str(metadata(event.obj).get("name"))
+        if event.type == "DELETED":
+            for rtype in self.registry.remove_crd(name)[:1]:
+                for obj in self.store.list_objects(rtype.key):
+                    meta = metadata(obj)
+                    await self.store.remove(
+                        rtype.key, str(meta.get("namespace") or ""), str(meta.get("name"))
+                    )
+            return
+        crd = self.store.get(CRD_KEY, "", name)
+        if crd is None:
+            return
+        conditions = as_dict(crd.get("status")).get("conditions")
+        if condition_is_true(conditions, "Established"):
+            self.registry.apply_crd(crd)
+            return
+        updated = copy.deepcopy(crd)
+        status = as_dict(updated.setdefault("status", {}))
+        new_conditions = list(status.get("conditions") or [])
+        now = self.clock()
+        set_condition(new_conditions, "NamesAccepted", "True", "NoConflicts", "no conflicts found", now)
+        set_condition(
+            new_conditions,
+            "Established",
+            "True",
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+            now,
+        )
+        status["conditions"] = new_conditions
+        status["acceptedNames"] = as_dict(updated.get("spec")).get("names", {})
+        status["storedVersions"] = [
+            str(v.get("name"))
+            for v in as_dict(updated.get("spec")).get("versions", [])
+            if as_dict(v).get("storage")
+        ]
+        rtype = self.registry.by_key(CRD_KEY)[0]
+        await self.rest.update(rtype, "", name, updated, subresource="status")
+        # The status write comes back as an event and takes the Established branch above.
+
+
+def _as_event(obj: dict[str, Any]) -> Event:
+    return Event("ADDED", CRD_KEY, obj, int(metadata(obj).get("resourceVersion") or 0))

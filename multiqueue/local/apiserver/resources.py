@@ -1,0 +1,100 @@
+"""The resource types a local API server serves: the built-in kinds and those CustomResourceDefinitions add.
+
+One :class:`ResourceType` describes everything discovery, OpenAPI, routing and tables need to know about a kind;
+behaviour specific to a kind (defaulting, validation) lives in the strategies, keyed by :attr:`ResourceType.key`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+ALL_VERBS: Final = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # Name of the official client's model class (``V1Job``), from which OpenAPI schemas are generated.
+    model: str | None = None
+    # For kinds a CRD defines: its openAPIV3Schema and printer columns, served as given.
+    schema: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    printer_columns: tuple[dict[str, Any], ...] = dataclasses.field(default=(), compare=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> str:
+        """``batch/jobs``; core kinds have no group: ``pods``. Unique per server, used as the storage key."""
+        return f"{self.group}/{self.plural}" if self.group else self.plural
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The URL path of the collection or of one object."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base = f"{base}/namespaces/{namespace}"
+        base = f"{base}/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+BUILTIN: Final = (
+    ResourceType(
+        "", "v1", "Namespace", "namespaces", "namespace", False, ("ns",), (), ("status",), model="V1Namespace"
+    ),
+    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("all",), ("status", "log"), model="V1Pod"),
+    ResourceType("", "v1", "Event", "events", "event", True, ("ev",), model="CoreV1Event"),
+    ResourceType("", "v1", "ConfigMap", "configmaps", "configmap", True, ("cm",), model="V1ConfigMap"),
+    ResourceType("", "v1", "Secret", "secrets", "secret", True, model="V1Secret"),
+    ResourceType("", "v1", "Node", "nodes", "node", False, ("no",), (), ("status",), model="V1Node"),
+    ResourceType(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+        True,
+        ("sa",),
+        model="V1ServiceAccount",
+    ),
+    ResourceType("batch", "v1", "Job", "jobs", "job", True, (), ("all",), ("status",), model="V1Job"),
+    ResourceType(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        "cronjob",
+        True,
+        ("cj",),
+        ("all",),
+        ("status",),
+        model="V1CronJob",
+    ),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, model="V1Lease"),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        False,
+        ("crd", "crds"),
+        ("api-extensions",),
+        ("status",),
+        model="V1CustomResourceDefinition",
+    ),
+)

@@ -1,0 +1,534 @@
+"""The generic write and read paths every resource shares: what upstream calls the registry's REST storage.
+
+Each verb checks, prepares and validates synchronously, then makes at most one store write. Nothing awaits
+between the read of the current object and the write, so two requests on the same object can never interleave
+their checks; the resourceVersion precondition does the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import secrets
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from multiqueue.api import errors, patches, selectors
+from multiqueue.api.meta import as_dict, as_list, format_time, metadata
+from multiqueue.local.apiserver.registry import Registry
+from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.store import Store
+from multiqueue.local.apiserver.strategies import BACKGROUND, FOREGROUND, ORPHAN, Strategy
+
+Obj = dict[str, Any]
+
+ORPHAN_FINALIZER: Final = "orphan"
+FOREGROUND_FINALIZER: Final = "foregroundDeletion"
+NAMESPACE_FINALIZER: Final = "kubernetes"
+MODIFIED_MESSAGE: Final = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+_GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+JSON_PATCH: Final = "application/json-patch+json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
+APPLY_PATCH: Final = "application/apply-patch+yaml"
+
+
+class ApiError(Exception):
+    """A failed request; carries the ``Status`` body the server answers with."""
+
+    def __init__(self, status: Obj) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+    @property
+    def code(self) -> int:
+        return int(self.status.get("code", 500))
+
+
+def _error(code: int, reason: str, message: str, details: Obj | None = None) -> ApiError:
+    return ApiError(errors.status(code, reason, message, details))
+
+
+def _what(rtype: ResourceType) -> str:
+    return f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+
+
+class Rest:
+    def __init__(self, store: Store, registry: Registry, clock: Callable[[], datetime] | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    # --- reads -----------------------------------------------------------------------------------------------
+
+    def get(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        if obj is None:
+            raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
+        return self._present(rtype, obj)
+
+    def list_collection(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> Obj:
+        matches = self.matcher(rtype, label_selector, field_selector)
+        start = _decode_continue(continue_token) if continue_token else None
+        rv = self.store.resource_version
+        items: list[Obj] = []
+        remaining = 0
+        next_token = ""
+        for obj in self.store.list_objects(rtype.key, namespace if rtype.namespaced else None):
+            meta = metadata(obj)
+            key = (str(meta.get("namespace") or ""), str(meta.get("name")))
+            if start is not None and key <= start:
+                continue
+            if not matches(obj):
+                continue
+            if limit and len(items) >= limit:
+                remaining += 1
+                continue
+            items.append(self._present(rtype, obj))
+            if limit and len(items) == limit:
+                next_token = _encode_continue(rv, key)
+        list_meta: Obj = {"resourceVersion": str(rv)}
+        if remaining:
+            list_meta["continue"] = next_token
+            list_meta["remainingItemCount"] = remaining
+        return {
+            "kind": rtype.list_kind,
+            "apiVersion": rtype.api_version,
+            "metadata": list_meta,
+            "items": items,
+        }
+
+    def matcher(self, rtype: ResourceType, label_selector: str, field_selector: str) -> Callable[[Obj], bool]:
+        """A predicate for list and watch; bad selectors are 400s, as upstream answers them."""
+        try:
+            labels = selectors.parse_label_selector(label_selector)
+            fields = selectors.parse_field_selector(field_selector)
+        except selectors.SelectorError as exc:
+            raise _error(400, "BadRequest", str(exc)) from exc
+        unsupported = selectors.unsupported_fields(rtype.group, rtype.kind, fields)
+        if unsupported:
+            raise _error(400, "BadRequest", f"field label not supported: {unsupported[0]}")
+
+        def matches(obj: Obj) -> bool:
+            if not labels.matches(as_dict(metadata(obj).get("labels"))):
+                return False
+            return fields.empty or fields.matches(selectors.fields_of(rtype.group, rtype.kind, obj))
+
+        return matches
+
+    def _present(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """Objects of a CRD served in several versions carry the version they were asked for."""
+        if obj.get("apiVersion") != rtype.api_version:
+            return {**obj, "apiVersion": rtype.api_version}
+        return obj
+
+    # --- create ----------------------------------------------------------------------------------------------
+
+    async def create(self, rtype: ResourceType, namespace: str, body: Any, dry_run: bool = False) -> Obj:
+        obj = self._decode_body(rtype, body)
+        meta = as_dict(obj.setdefault("metadata", {}))
+        if not isinstance(obj["metadata"], dict):
+            raise _error(400, "BadRequest", "metadata must be an object")
+        self._check_namespace(rtype, namespace, meta)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generated_name(rtype, namespace, str(meta["generateName"]))
+        now = self.clock()
+        for system_field in (
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+        ):
+            meta.pop(system_field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = format_time(now)
+        strategy = self.registry.strategy(rtype)
+        if strategy.tracks_generation:
+            meta["generation"] = 1
+        strategy.prepare_create(obj, now)
+        self._raise_invalid(rtype, obj, strategy.validate_create(obj))
+        self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
+        if dry_run:
+            metadata(obj)["resourceVersion"] = ""
+            return obj
+        return self._present(rtype, await self.store.put(rtype.key, obj))
+
+    def _generated_name(self, rtype: ResourceType, namespace: str, prefix: str) -> str:
+        prefix = prefix[: 63 - 5]
+        for _ in range(8):
+            candidate = prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
+            if self.store.get(rtype.key, namespace if rtype.namespaced else "", candidate) is None:
+                return candidate
+        raise _error(409, "AlreadyExists", f"no unique name could be generated from {prefix!r}")
+
+    def _check_namespace(self, rtype: ResourceType, namespace: str, meta: Obj) -> None:
+        if not rtype.namespaced:
+            meta.pop("namespace", None)
+            return
+        given = meta.get("namespace")
+        if given and given != namespace:
+            raise _error(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
+        meta["namespace"] = namespace
+
+    def _check_creatable_in(self, rtype: ResourceType, namespace: str, name: str) -> None:
+        if rtype.namespaced:
+            ns = self.store.get("namespaces", "", namespace)
+            if ns is None:
+                raise ApiError(errors.not_found_status("namespaces", "", namespace))
+            if metadata(ns).get("deletionTimestamp"):
+                raise _error(
+                    403,
+                    "Forbidden",
+                    f'{_what(rtype)} "{name}" is forbidden: unable to create new content in namespace {namespace} '
+                    "because it is being terminated",
+                    {"name": name, "group": rtype.group, "kind": rtype.plural},
+                )
+        if self.store.get(rtype.key, namespace if rtype.namespaced else "", name) is not None:
+            raise ApiError(errors.already_exists_status(rtype.plural, rtype.group, name))
+
+    # --- update and patch ------------------------------------------------------------------------------------
+
+    async def update(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        new = self._decode_body(rtype, body)
+        meta = metadata(new)
+        if meta.get("name") not in (None, name):
+            raise _error(400, "BadRequest", "the name of the object does not match the name on the URL")
+        old = self._current(rtype, namespace, name)
+        given_rv = meta.get("resourceVersion")
+        if given_rv and given_rv != metadata(old).get("resourceVersion"):
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
+        return await self._write_update(rtype, new, old, subresource, dry_run)
+
+    async def patch(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        old = self._current(rtype, namespace, name)
+        base = copy.deepcopy(old)
+        try:
+            if content_type == JSON_PATCH:
+                new = patches.apply_json_patch(base, body)
+            elif content_type == MERGE_PATCH:
+                new = patches.apply_merge_patch(base, body)
+            elif content_type == STRATEGIC_PATCH:
+                if rtype.schema is not None:
+                    raise _error(
+                        415,
+                        "UnsupportedMediaType",
+                        f"the body of the request was in an unknown format - accepted media types include: "
+                        f"{JSON_PATCH}, {MERGE_PATCH}",
+                    )
+                new = patches.apply_strategic_merge_patch(base, body, rtype.group, rtype.kind)
+            elif content_type == APPLY_PATCH:
+                raise _error(
+                    415,
+                    "UnsupportedMediaType",
+                    "server-side apply (application/apply-patch+yaml) is not supported by this server; "
+                    "use client-side `kubectl apply` (the default) or a merge patch",
+                )
+            else:
+                raise _error(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_PATCH}",
+                )
+        except patches.PatchError as exc:
+            raise _error(exc.code, exc.reason, str(exc)) from exc
+        if not isinstance(new, dict):
+            raise _error(422, "Invalid", "the patch must produce an object")
+        patched_rv = metadata(new).get("resourceVersion")
+        if patched_rv and patched_rv != metadata(old).get("resourceVersion"):
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
+        return await self._write_update(rtype, new, old, subresource, dry_run)
+
+    def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        if obj is None:
+            raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
+        return obj
+
+    async def _write_update(
+        self, rtype: ResourceType, new: Obj, old: Obj, subresource: str, dry_run: bool
+    ) -> Obj:
+        strategy = self.registry.strategy(rtype)
+        new["apiVersion"] = old.get("apiVersion", rtype.api_version)
+        new["kind"] = rtype.kind
+        meta = as_dict(new.setdefault("metadata", {}))
+        old_meta = metadata(old)
+        for system_field in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if system_field in old_meta:
+                meta[system_field] = old_meta[system_field]
+            else:
+                meta.pop(system_field, None)
+        meta["namespace"] = old_meta.get("namespace")
+        if not rtype.namespaced:
+            meta.pop("namespace", None)
+        meta["name"] = old_meta.get("name")
+        if subresource == "status":
+            strategy.prepare_status_update(new, old)
+            problems = strategy.validate_status_update(new, old)
+        else:
+            strategy.prepare_update(new, old)
+            problems = strategy.validate_update(new, old)
+        self._raise_invalid(rtype, new, problems)
+        if self._finalizers_added_while_deleting(new, old):
+            raise _error(
+                422,
+                "Invalid",
+                f'{errors.qualified_kind(rtype.kind, rtype.group)} "{old_meta.get("name")}" is invalid: '
+                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
+            )
+        if strategy.tracks_generation and _spec_changed(new, old):
+            meta["generation"] = int(old_meta.get("generation") or 0) + 1
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if new == old or dry_run:
+            return self._present(rtype, new if dry_run else old)
+        if _ready_to_go(rtype, new):
+            return self._present(rtype, await self._finalize(rtype, new))
+        return self._present(rtype, await self.store.put(rtype.key, new))
+
+    @staticmethod
+    def _finalizers_added_while_deleting(new: Obj, old: Obj) -> bool:
+        if not metadata(old).get("deletionTimestamp"):
+            return False
+        return bool(
+            set(as_list(metadata(new).get("finalizers"))) - set(as_list(metadata(old).get("finalizers")))
+        )
+
+    async def _finalize(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """The last finalizer is gone: the object leaves the store."""
+        meta = metadata(obj)
+        removed = await self.store.remove(rtype.key, str(meta.get("namespace") or ""), str(meta.get("name")))
+        return removed if removed is not None else obj
+
+    # --- delete ----------------------------------------------------------------------------------------------
+
+    async def delete(
+        self, rtype: ResourceType, namespace: str, name: str, options: Obj, dry_run: bool = False
+    ) -> Obj:
+        old = self._current(rtype, namespace, name)
+        self._check_preconditions(rtype, old, as_dict(options.get("preconditions")))
+        strategy = self.registry.strategy(rtype)
+        obj = copy.deepcopy(old)
+        meta = metadata(obj)
+        now = self.clock()
+        grace = strategy.grace_period_seconds(obj, _int_or_none(options.get("gracePeriodSeconds")))
+        finalizers = list(_finalizers(obj))
+        policy = _propagation(options, strategy)
+        if policy == ORPHAN and ORPHAN_FINALIZER not in finalizers:
+            finalizers.append(ORPHAN_FINALIZER)
+        elif policy == FOREGROUND and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        if policy != ORPHAN and ORPHAN_FINALIZER in finalizers and not meta.get("deletionTimestamp"):
+            finalizers.remove(ORPHAN_FINALIZER)
+        namespace_finalizers = (
+            as_list(as_dict(obj.get("spec")).get("finalizers")) if rtype.key == "namespaces" else []
+        )
+        if not finalizers and not namespace_finalizers and grace == 0:
+            if dry_run:
+                return self._present(rtype, old)
+            removed = await self.store.remove(rtype.key, str(meta.get("namespace") or ""), name)
+            return self._present(rtype, removed or old)
+        already_deleting = bool(meta.get("deletionTimestamp"))
+        if already_deleting:
+            current_grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
+            if grace >= current_grace and finalizers == list(_finalizers(old)):
+                return self._present(rtype, old)
+        meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
+        meta["deletionGracePeriodSeconds"] = grace
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if rtype.key == "namespaces":
+            obj.setdefault("status", {})["phase"] = "Terminating"
+        if dry_run:
+            return self._present(rtype, obj)
+        return self._present(rtype, await self.store.put(rtype.key, obj))
+
+    def _check_preconditions(self, rtype: ResourceType, obj: Obj, preconditions: Obj) -> None:
+        meta = metadata(obj)
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted = preconditions.get(field)
+            if wanted and wanted != meta.get(field):
+                raise ApiError(
+                    errors.conflict_status(
+                        rtype.plural,
+                        rtype.group,
+                        str(meta.get("name")),
+                        f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: "
+                        f"{meta.get(field)}",
+                    )
+                )
+
+    async def remove_finalizer(self, rtype: ResourceType, obj: Obj, finalizer: str) -> None:
+        """Used by the garbage collector once it has done what a system finalizer promises."""
+        current = self.store.get(
+            rtype.key, str(metadata(obj).get("namespace") or ""), str(metadata(obj).get("name"))
+        )
+        if current is None or finalizer not in _finalizers(current):
+            return
+        updated = copy.deepcopy(current)
+        remaining = [f for f in _finalizers(updated) if f != finalizer]
+        if remaining:
+            metadata(updated)["finalizers"] = remaining
+        else:
+            metadata(updated).pop("finalizers", None)
+        await self._put_or_finalize(rtype, updated)
+
+    async def finalize_namespace(self, name: str) -> None:
+        """The namespace is empty: drop its ``kubernetes`` finalizer so it can go."""
+        rtype = self.registry.by_key("namespaces")[0]
+        current = self.store.get("namespaces", "", name)
+        if current is None or not _namespace_finalizers(rtype, current):
+            return
+        updated = copy.deepcopy(current)
+        updated["spec"]["finalizers"] = [
+            f for f in _namespace_finalizers(rtype, updated) if f != NAMESPACE_FINALIZER
+        ]
+        await self._put_or_finalize(rtype, updated)
+
+    async def _put_or_finalize(self, rtype: ResourceType, obj: Obj) -> None:
+        if _ready_to_go(rtype, obj):
+            await self._finalize(rtype, obj)
+        else:
+            await self.store.put(rtype.key, obj)
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+
+    def _decode_body(self, rtype: ResourceType, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise _error(400, "BadRequest", f"the body must be a {rtype.kind} object")
+        obj = copy.deepcopy(body)
+        api_version = obj.get("apiVersion")
+        kind = obj.get("kind")
+        if api_version and api_version != rtype.api_version:
+            raise _error(
+                400,
+                "BadRequest",
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rtype.api_version})",
+            )
+        if kind and kind != rtype.kind:
+            raise _error(
+                400,
+                "BadRequest",
+                f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})",
+            )
+        obj["apiVersion"] = rtype.api_version
+        obj["kind"] = rtype.kind
+        if "metadata" in obj and not isinstance(obj["metadata"], dict):
+            raise _error(400, "BadRequest", "metadata must be an object")
+        return obj
+
+    @staticmethod
+    def _raise_invalid(rtype: ResourceType, obj: Obj, problems: list[errors.FieldError]) -> None:
+        if problems:
+            name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
+            raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+
+
+def _finalizers(obj: Obj) -> list[str]:
+    return [str(f) for f in as_list(metadata(obj).get("finalizers"))]
+
+
+def _ready_to_go(rtype: ResourceType, obj: Obj) -> bool:
+    """Being deleted, no finalizer left, and no grace period still running (a kubelet ends that one)."""
+    meta = metadata(obj)
+    grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and grace == 0
+        and not _finalizers(obj)
+        and not _namespace_finalizers(rtype, obj)
+    )
+
+
+def _namespace_finalizers(rtype: ResourceType, obj: Obj) -> list[Any]:
+    return as_list(as_dict(obj.get("spec")).get("finalizers")) if rtype.key == "namespaces" else []
+
+
+def _spec_changed(new: Obj, old: Obj) -> bool:
+    ignored = ("metadata", "status", "apiVersion", "kind")
+    return {k: v for k, v in new.items() if k not in ignored} != {
+        k: v for k, v in old.items() if k not in ignored
+    }
+
+
+def _propagation(options: Obj, strategy: Strategy) -> str:
+    policy = options.get("propagationPolicy")
+    if policy in (BACKGROUND, FOREGROUND, ORPHAN):
+        return str(policy)
+    if policy:
+        raise _error(
+            422,
+            "Invalid",
+            f'propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"',
+        )
+    orphan = options.get("orphanDependents")
+    if orphan is True:
+        return ORPHAN
+    if orphan is False:
+        return BACKGROUND
+    return strategy.default_propagation
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    raw = json.dumps({"rv": rv, "start": list(key)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        namespace, name = data["start"]
+        return (str(namespace), str(name))
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise _error(400, "BadRequest", f"continue key is not valid: {exc}") from exc

@@ -1,0 +1,641 @@
+"""The HTTP face of a local API server: routing, authentication, content negotiation, watch streams.
+
+Everything a client can observe goes through here as it would on a real API server: Status bodies for every
+error, Tables for ``kubectl get``, newline-delimited watch events with bookmarks, health and metrics endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hmac
+import json
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from aiohttp import web
+
+from multiqueue.api import errors
+from multiqueue.api.meta import as_dict, metadata
+from multiqueue.local.apiserver import discovery, openapi, tables
+from multiqueue.local.apiserver.crds import CrdController
+from multiqueue.local.apiserver.gc import GarbageCollector
+from multiqueue.local.apiserver.metrics import RequestMetrics
+from multiqueue.local.apiserver.registry import Registry
+from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.rest import ApiError, Rest
+from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+MAX_BODY: Final = 3 * 1024 * 1024
+UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
+DEFAULT_WATCH_TIMEOUT: Final = 1800
+JSON_TYPES: Final = (
+    "application/json, application/json-patch+json, application/merge-patch+json, "
+    "application/strategic-merge-patch+json"
+)
+MetricLabels = tuple[str, str, str, str]
+METRIC_LABELS: Final = web.RequestKey[MetricLabels]("metric_labels")
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    name: str
+    token: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    state_dir: Path | None = None
+    watch_window: int = DEFAULT_WINDOW
+    bookmark_interval: float = 60.0
+    # Where the local kubelet writes container logs: <log_dir>/<namespace>/<pod>/<container>.log
+    log_dir: Path | None = None
+    # Serve HTTPS with this certificate and key (kubectl sends bearer tokens only over TLS).
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What a request path names."""
+
+    rtype: ResourceType
+    namespace: str
+    name: str
+    subresource: str
+
+
+class ApiServer:
+    def __init__(self, config: ServerConfig, clock: Callable[[], datetime] | None = None) -> None:
+        self.config = config
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.registry = Registry()
+        self.metrics = RequestMetrics()
+        self._store: Store | None = None
+        self._rest: Rest | None = None
+        self._gc: GarbageCollector | None = None
+        self._crds: CrdController | None = None
+        self._runner: web.AppRunner | None = None
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self.port = config.port
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "server not started"
+        return self._store
+
+    @property
+    def rest(self) -> Rest:
+        assert self._rest is not None, "server not started"
+        return self._rest
+
+    @property
+    def gc(self) -> GarbageCollector:
+        assert self._gc is not None, "server not started"
+        return self._gc
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.config.tls_cert_file is not None else "http"
+        return f"{scheme}://{self.config.host}:{self.port}"
+
+    async def start(self) -> None:
+        path = self.config.state_dir / "objects.db" if self.config.state_dir is not None else None
+        self._store = await Store.open(path, self.config.watch_window)
+        self._rest = Rest(self._store, self.registry, self.clock)
+        self._crds = CrdController(self._store, self.registry, self._rest, self.clock)
+        self._crds.start()
+        self._gc = GarbageCollector(self._store, self.registry, self._rest)
+        self._gc.start()
+        await self._bootstrap()
+        app = web.Application(client_max_size=MAX_BODY + 1024, middlewares=[self._middleware])
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await self._runner.setup()
+        ssl_context = None
+        if self.config.tls_cert_file is not None:
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(self.config.tls_cert_file, self.config.tls_key_file)
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, reuse_address=True, ssl_context=ssl_context
+        )
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in list(self._watch_tasks):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._gc is not None:
+            await self._gc.stop()
+        if self._crds is not None:
+            await self._crds.stop()
+        if self._store is not None:
+            await self._store.close()
+
+    async def _bootstrap(self) -> None:
+        namespaces = self.registry.lookup("", "v1", "namespaces")
+        assert namespaces is not None
+        for name in INITIAL_NAMESPACES:
+            if self.store.get("namespaces", "", name) is None:
+                await self.rest.create(namespaces, "", {"metadata": {"name": name}})
+
+    # --- plumbing --------------------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        started = time.perf_counter()
+        labels = ("", "", "", "")
+        code = 500
+        try:
+            if request.path not in UNAUTHENTICATED_PATHS and not self._authenticated(request):
+                raise ApiError(errors.status(401, "Unauthorized", "Unauthorized"))
+            response = await handler(request)
+            code = response.status
+            labels = request.get(METRIC_LABELS, labels)
+            return response
+        except ApiError as exc:
+            code = exc.code
+            labels = request.get(METRIC_LABELS, labels)
+            return _json(exc.status, exc.code)
+        except web.HTTPRequestEntityTooLarge:
+            code = 413
+            return _json(errors.status(413, "RequestEntityTooLarge", "the request body is too large"), 413)
+        except (asyncio.CancelledError, ConnectionResetError):
+            code = 499
+            raise
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            return _json(errors.status(500, "InternalError", "an internal error occurred"), 500)
+        finally:
+            verb, group, resource, subresource = labels
+            if resource:
+                self.metrics.observe(verb, group, resource, subresource, code, time.perf_counter() - started)
+
+    def _authenticated(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), self.config.token)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        if path in ("/healthz", "/livez", "/readyz"):
+            ready = self._store is not None and not self._stopping.is_set()
+            return web.Response(text="ok" if ready else "shutting down", status=200 if ready else 503)
+        if path == "/version":
+            return _json(discovery.version_info())
+        if path == "/metrics":
+            return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        if path in ("/api", "/apis"):
+            return self._discovery_root(path == "/api")
+        if path == "/openapi/v3":
+            return _json(openapi.openapi_v3_index(list(self.registry)))
+        if path.startswith("/openapi/v3/"):
+            return self._openapi_document(path.removeprefix("/openapi/v3/"))
+        parts = [p for p in path.split("/") if p]
+        if parts[0] == "api" and len(parts) == 2:
+            return self._resource_list("", parts[1])
+        if parts[0] == "apis" and len(parts) == 3:
+            return self._resource_list(parts[1], parts[2])
+        target = self._resolve(parts)
+        if target is None:
+            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return await self._serve(request, target)
+
+    def _discovery_root(self, legacy: bool) -> web.Response:
+        return _json(discovery.api_versions() if legacy else discovery.api_group_list(list(self.registry)))
+
+    def _resource_list(self, group: str, version: str) -> web.Response:
+        body = discovery.api_resource_list(list(self.registry), group, version)
+        if body is None:
+            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return _json(body)
+
+    def _openapi_document(self, group_version_path: str) -> web.Response:
+        parts = group_version_path.split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            document = openapi.openapi_v3_document(list(self.registry), "", parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            document = openapi.openapi_v3_document(list(self.registry), parts[1], parts[2])
+        else:
+            document = None
+        if document is None:
+            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return _json(document)
+
+    def _resolve(self, parts: list[str]) -> Target | None:
+        """Map /api/v1/... or /apis/{g}/{v}/... onto a resource type, namespace, name and subresource."""
+        if parts[0] == "api" and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            candidate = self.registry.lookup(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        rtype = self.registry.lookup(group, version, rest[0])
+        if rtype is None or len(rest) > 3 or (rtype.namespaced and not namespace and len(rest) > 1):
+            return None
+        name = rest[1] if len(rest) > 1 else ""
+        subresource = rest[2] if len(rest) > 2 else ""
+        if subresource and subresource not in rtype.subresources:
+            return None
+        return Target(rtype, namespace, name, subresource)
+
+    # --- verbs -----------------------------------------------------------------------------------------------
+
+    async def _serve(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rtype, namespace, name, sub = target.rtype, target.namespace, target.name, target.subresource
+        query = request.query
+        method = request.method
+        dry_run = query.get("dryRun") == "All"
+        verb = _verb(method, bool(name), _truthy(query.get("watch")))
+        request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
+        rest = self.rest
+        if verb == "WATCH":
+            return await self._watch(request, rtype, namespace or None, name)
+        if verb == "LIST":
+            listing = rest.list_collection(
+                rtype,
+                namespace or None,
+                query.get("labelSelector", ""),
+                _with_name(query.get("fieldSelector", ""), name),
+                _int(query.get("limit"), 0),
+                query.get("continue", ""),
+            )
+            return self._respond_list(request, rtype, listing)
+        if verb == "GET":
+            if sub == "log":
+                return await self._pod_log(request, rest.get(rtype, namespace, name))
+            return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
+        if verb == "POST":
+            created = await rest.create(rtype, namespace, await _body(request), dry_run)
+            return self._respond_object(request, rtype, created, 201)
+        if verb == "PUT":
+            updated = await rest.update(rtype, namespace, name, await _body(request), sub, dry_run)
+            return self._respond_object(request, rtype, updated)
+        if verb == "PATCH":
+            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            patched = await rest.patch(
+                rtype, namespace, name, content_type, await _body(request), sub, dry_run
+            )
+            return self._respond_object(request, rtype, patched)
+        if verb == "DELETE":
+            options = _delete_options(await _optional_body(request), query)
+            deleted = await rest.delete(rtype, namespace, name, options, dry_run)
+            return self._respond_object(request, rtype, deleted)
+        if verb == "DELETECOLLECTION":
+            options = _delete_options(await _optional_body(request), query)
+            listing = rest.list_collection(
+                rtype, namespace or None, query.get("labelSelector", ""), query.get("fieldSelector", "")
+            )
+            for item in listing["items"]:
+                with contextlib.suppress(ApiError):
+                    await rest.delete(
+                        rtype,
+                        str(metadata(item).get("namespace") or ""),
+                        str(metadata(item)["name"]),
+                        options,
+                        dry_run,
+                    )
+            return _json(listing)
+        raise ApiError(
+            errors.status(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
+        )
+
+    def _respond_object(
+        self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200
+    ) -> web.Response:
+        if _wants_table(request):
+            return _json(tables.table(rtype, [obj], self.clock(), _include_object(request)), code)
+        return _json(obj, code)
+
+    def _respond_list(self, request: web.Request, rtype: ResourceType, listing: Obj) -> web.Response:
+        if not _wants_table(request):
+            return _json(listing)
+        table = tables.table(rtype, listing["items"], self.clock(), _include_object(request))
+        table["metadata"] = listing["metadata"]
+        return _json(table)
+
+    # --- watch -----------------------------------------------------------------------------------------------
+
+    async def _watch(
+        self, request: web.Request, rtype: ResourceType, namespace: str | None, name: str
+    ) -> web.StreamResponse:
+        query = request.query
+        matches = self.rest.matcher(
+            rtype, query.get("labelSelector", ""), _with_name(query.get("fieldSelector", ""), name)
+        )
+        requested = query.get("resourceVersion", "")
+        send_initial = _truthy(query.get("sendInitialEvents"))
+        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        timeout = _int(query.get("timeoutSeconds"), DEFAULT_WATCH_TIMEOUT)
+        as_table = _wants_table(request)
+        store = self.store
+        since = _int(requested, -1) if requested not in ("", "0") else store.resource_version
+        if since < 0:
+            raise ApiError(errors.bad_request_status(f"invalid resource version: {requested}"))
+        response = web.StreamResponse(
+            headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
+        )
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            watcher, backlog = store.watch(rtype.key, namespace, since)
+        except Expired as exc:
+            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
+            return response
+        task = asyncio.current_task()
+        if task is not None:
+            self._watch_tasks.add(task)
+        columns_sent = False
+
+        async def send(kind: str, obj: Obj) -> None:
+            nonlocal columns_sent
+            if as_table and kind != "BOOKMARK":
+                table = tables.table(rtype, [obj], self.clock(), _include_object(request))
+                if columns_sent:
+                    table["columnDefinitions"] = []
+                columns_sent = True
+                obj = table
+            await _send(response, {"type": kind, "object": obj})
+
+        try:
+            if requested in ("", "0") or send_initial:
+                for obj in store.list_objects(rtype.key, namespace):
+                    if matches(obj):
+                        await send("ADDED", self.rest._present(rtype, obj))
+                if send_initial:
+                    await send("BOOKMARK", _bookmark(rtype, since, initial_events_end=True))
+            for missed in backlog:
+                await self._send_event(send, rtype, missed.type, missed.obj, missed.old, matches)
+            deadline = time.monotonic() + timeout
+            last_rv = since
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(
+                        watcher.next(), min(remaining, self.config.bookmark_interval)
+                    )
+                except TimeoutError:
+                    if bookmarks and time.monotonic() < deadline:
+                        await send("BOOKMARK", _bookmark(rtype, max(last_rv, store.resource_version)))
+                    continue
+                if event is None:
+                    break
+                if event.rv <= since:
+                    continue  # committed after we subscribed, but already part of the initial state we sent
+                last_rv = event.rv
+                await self._send_event(send, rtype, event.type, event.obj, event.old, matches)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            watcher.close()
+            if task is not None:
+                self._watch_tasks.discard(task)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await response.write_eof()
+        return response
+
+    async def _send_event(
+        self,
+        send: Callable[[str, Obj], Awaitable[None]],
+        rtype: ResourceType,
+        kind: str,
+        obj: Obj,
+        old: Obj | None,
+        matches: Callable[[Obj], bool],
+    ) -> None:
+        """Selectors apply to both sides of a change, as upstream's watch cache does: an object that stops
+        matching is DELETED for this watcher, one that starts matching is ADDED."""
+        now_matches = matches(obj)
+        before = old is not None and kind != "DELETED" and matches(old)
+        if kind == "DELETED":
+            if now_matches or (old is not None and matches(old)):
+                await send("DELETED", self.rest._present(rtype, obj))
+        elif now_matches:
+            await send("MODIFIED" if before else "ADDED", self.rest._present(rtype, obj))
+        elif before:
+            await send("DELETED", self.rest._present(rtype, obj))
+
+    # --- pods/log --------------------------------------------------------------------------------------------
+
+    async def _pod_log(self, request: web.Request, pod: Obj) -> web.StreamResponse:
+        containers = [
+            c.get("name") for c in as_dict(pod.get("spec")).get("containers", []) if isinstance(c, dict)
+        ]
+        container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
+        pod_name = str(metadata(pod).get("name"))
+        if not container:
+            raise ApiError(
+                errors.bad_request_status(
+                    f"a container name must be specified for pod {pod_name}, choose one of: [{' '.join(map(str, containers))}]"
+                )
+            )
+        if container not in containers:
+            raise ApiError(
+                errors.bad_request_status(f"container {container} is not valid for pod {pod_name}")
+            )
+        log_path = self._log_path(pod, container)
+        text = await asyncio.to_thread(_read_text, log_path) if log_path is not None else None
+        if text is None:
+            raise ApiError(
+                errors.bad_request_status(
+                    f'container "{container}" in pod "{pod_name}" is waiting to start: ContainerCreating'
+                )
+            )
+        tail = _int(request.query.get("tailLines"), -1)
+        if tail >= 0:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-tail:]) if tail else ""
+        if not _truthy(request.query.get("follow")):
+            return web.Response(text=text, content_type="text/plain")
+        return await self._follow_log(request, pod, log_path, text)
+
+    def _log_path(self, pod: Obj, container: str) -> Path | None:
+        if self.config.log_dir is None:
+            return None
+        meta = metadata(pod)
+        return self.config.log_dir / str(meta.get("namespace")) / str(meta.get("name")) / f"{container}.log"
+
+    async def _follow_log(
+        self, request: web.Request, pod: Obj, path: Path | None, first: str
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        await response.write(first.encode())
+        offset = len(first.encode())
+        meta = metadata(pod)
+        rtype = self.registry.lookup("", "v1", "pods")
+        assert rtype is not None and path is not None
+        while not self._stopping.is_set():
+            current = self.store.get("pods", str(meta.get("namespace")), str(meta.get("name")))
+            chunk = await asyncio.to_thread(_read_from, path, offset)
+            if chunk:
+                await response.write(chunk)
+                offset += len(chunk)
+            phase = as_dict((current or {}).get("status")).get("phase")
+            if current is None or (phase in ("Succeeded", "Failed") and not chunk):
+                break
+            # Log files have no change notification here; a short poll keeps `kubectl logs -f` live.
+            await asyncio.sleep(0.25)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await response.write_eof()
+        return response
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")), status=status, content_type="application/json"
+    )
+
+
+async def _send(response: web.StreamResponse, event: Obj) -> None:
+    await response.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+
+
+def _bookmark(rtype: ResourceType, rv: int, initial_events_end: bool = False) -> Obj:
+    meta: Obj = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+    return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+
+
+def _verb(method: str, named: bool, watch: bool) -> str:
+    if method == "GET":
+        if watch:
+            return "WATCH"
+        return "GET" if named else "LIST"
+    if method == "POST" and not named:
+        return "POST"
+    if method == "PUT" and named:
+        return "PUT"
+    if method == "PATCH" and named:
+        return "PATCH"
+    if method == "DELETE":
+        return "DELETE" if named else "DELETECOLLECTION"
+    raise ApiError(
+        errors.status(
+            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+        )
+    )
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true")
+
+
+def _int(value: str | None, default: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ApiError(errors.bad_request_status(f"invalid integer: {value!r}")) from exc
+
+
+def _with_name(field_selector: str, name: str) -> str:
+    """A watch of one named object (GET .../jobs/x?watch=1) is a watch with metadata.name=x."""
+    if not name:
+        return field_selector
+    return f"metadata.name={name}" + (f",{field_selector}" if field_selector else "")
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _include_object(request: web.Request) -> str:
+    return request.query.get("includeObject", "Metadata")
+
+
+async def _body(request: web.Request) -> Any:
+    body = await _optional_body(request)
+    if body is None:
+        raise ApiError(errors.bad_request_status("the request body is empty"))
+    return body
+
+
+async def _optional_body(request: web.Request) -> Any:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(errors.status(413, "RequestEntityTooLarge", "the request body is too large"))
+    raw = await request.read()
+    if len(raw) > MAX_BODY:
+        raise ApiError(errors.status(413, "RequestEntityTooLarge", "the request body is too large"))
+    if not raw.strip():
+        return None
+    content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
+    if "protobuf" in content_type:
+        # kubectl's imperative generators (`kubectl create configmap ...`) send protobuf; manifests go as JSON.
+        raise ApiError(
+            errors.status(
+                415,
+                "UnsupportedMediaType",
+                "this local API server accepts JSON only, not protobuf; create the object from a manifest "
+                f"(kubectl create -f / kubectl apply -f). Accepted media types: {JSON_TYPES}",
+            )
+        )
+    if "yaml" in content_type and "apply-patch" not in content_type:
+        raise ApiError(errors.status(415, "UnsupportedMediaType", f"accepted media types: {JSON_TYPES}"))
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if "apply-patch" in content_type:
+            return raw.decode(errors="replace")
+        raise ApiError(errors.bad_request_status(f"the request body is not valid JSON: {exc}")) from exc
+
+
+def _delete_options(body: Any, query: Any) -> Obj:
+    options = dict(body) if isinstance(body, dict) else {}
+    for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents"):
+        if key in query and key not in options:
+            value: Any = query[key]
+            if key == "orphanDependents":
+                value = _truthy(value)
+            options[key] = value
+    return options
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read()
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,73 @@
+"""The configuration of ``multiqueue local up``: which local clusters to serve and what runs in each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from multiqueue.api.meta import dns1123_label_errors
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line that names the field."""
+
+
+class LocalCluster(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    # 0 picks a free port (the one used last time, when it is still free).
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        problems = dns1123_label_errors(value)
+        if problems:
+            raise ValueError(problems[0])
+        return value
+
+
+class LocalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clusters: Annotated[list[LocalCluster], Field(min_length=1)]
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique(cls, clusters: list[LocalCluster]) -> list[LocalCluster]:
+        names = [c.name for c in clusters]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate cluster name {duplicates[0]!r}")
+        return clusters
+
+
+def load_local_config(path: Path | None) -> LocalConfig:
+    """Read and validate the file; every problem becomes a :class:`ConfigError` naming the field."""
+    if path is None and not DEFAULT_CONFIG.exists():
+        # Installed without the source tree: the same three clusters clusters/local.yaml describes.
+        return LocalConfig(clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")])
+    source = path or DEFAULT_CONFIG
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {source}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {source} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    try:
+        return LocalConfig.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        raise ConfigError(f"config {source}: {describe_validation_error(exc)}") from exc
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem pydantic found, as ``field.path: message``."""
+    first = exc.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    return f"{location}: {first['msg']}"

@@ -1,0 +1,146 @@
+"""``multiqueue local up``: serve every configured local cluster and hand out one kubeconfig for all of them.
+
+State lives under the state directory, one folder per cluster (its SQLite store, its token, the port it used),
+so a second ``local up`` with the same directory serves the same objects on the same addresses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import secrets
+import socket
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from multiqueue.local.apiserver.server import ApiServer, ServerConfig
+from multiqueue.local.certs import serving_cert
+from multiqueue.local.config import LocalCluster, LocalConfig
+
+READY_TIMEOUT = 30.0
+
+
+class LocalClusters:
+    """The running local clusters of one state directory."""
+
+    def __init__(self, config: LocalConfig, state_dir: Path) -> None:
+        self.config = config
+        self.state_dir = state_dir
+        self.servers: dict[str, ApiServer] = {}
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    async def start(self) -> None:
+        """Start every server, wait until each answers /readyz, then write the kubeconfig."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for cluster in self.config.clusters:
+                server = ApiServer(await asyncio.to_thread(self._server_config, cluster))
+                await server.start()
+                self.servers[cluster.name] = server
+                await asyncio.to_thread(
+                    _write_private, self._cluster_dir(cluster.name) / "port", str(server.port)
+                )
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+        await asyncio.to_thread(
+            _write_private, self.kubeconfig_path, yaml.safe_dump(self.kubeconfig(), sort_keys=False)
+        )
+
+    async def stop(self) -> None:
+        for server in reversed(list(self.servers.values())):
+            await server.stop()
+        self.servers.clear()
+
+    def kubeconfig(self) -> dict[str, Any]:
+        first = self.config.clusters[0].name
+        current = "management" if "management" in self.servers else first
+        ca = base64.b64encode((self.state_dir / "ca.crt").read_bytes()).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": n, "cluster": {"server": s.url, "certificate-authority-data": ca}}
+                for n, s in self.servers.items()
+            ],
+            "users": [{"name": n, "user": {"token": s.config.token}} for n, s in self.servers.items()],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in self.servers],
+            "current-context": current,
+            "preferences": {},
+        }
+
+    def _cluster_dir(self, name: str) -> Path:
+        return self.state_dir / name
+
+    def _server_config(self, cluster: LocalCluster) -> ServerConfig:
+        folder = self._cluster_dir(cluster.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        token_file = folder / "token"
+        if token_file.exists():
+            token = token_file.read_text().strip()
+        else:
+            token = secrets.token_urlsafe(32)
+            _write_private(token_file, token)
+        tls = serving_cert(self.state_dir, cluster.name, "127.0.0.1")
+        return ServerConfig(
+            name=cluster.name,
+            token=token,
+            port=cluster.port or _reusable_port(folder / "port"),
+            state_dir=folder,
+            log_dir=folder / "logs",
+            tls_cert_file=tls.cert_file,
+            tls_key_file=tls.key_file,
+        )
+
+    async def _wait_ready(self) -> None:
+        ca = await asyncio.to_thread(ssl.create_default_context, cafile=str(self.state_dir / "ca.crt"))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ca)) as session:
+            for server in self.servers.values():
+                async with asyncio.timeout(READY_TIMEOUT):
+                    while True:
+                        with contextlib.suppress(aiohttp.ClientError):
+                            async with session.get(f"{server.url}/readyz") as response:
+                                if response.status == 200:
+                                    break
+                        await asyncio.sleep(0.05)
+
+
+def _reusable_port(port_file: Path) -> int:
+    """The port this cluster had last time if nothing else took it, so old kubeconfigs keep working."""
+    try:
+        port = int(port_file.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return 0
+    return port
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically (rename over the old file) with owner-only permissions: these files hold tokens."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

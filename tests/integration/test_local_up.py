@@ -1,0 +1,98 @@
+"""`multiqueue local up`: serves every configured cluster, writes one kubeconfig, stops cleanly, restarts intact."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+KUBECTL = shutil.which("kubectl")
+
+
+@asynccontextmanager
+async def local_up(state_dir: Path, *extra: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "multiqueue",
+        "local",
+        "up",
+        "--state-dir",
+        str(state_dir),
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(60):
+            while True:
+                line = (await process.stdout.readline()).decode()
+                if not line:
+                    stderr = await process.stderr.read() if process.stderr else b""
+                    raise AssertionError(f"local up exited early: {stderr.decode()}")
+                if line.startswith("press Ctrl-C"):
+                    break
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            async with asyncio.timeout(30):
+                await process.wait()
+
+
+async def kubectl(kubeconfig: Path, *args: str) -> str:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not on PATH")
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_local_up_serves_every_cluster_and_restarts_with_the_same_objects(tmp_path: Path) -> None:
+    state = tmp_path / "mq"
+    kubeconfig = state / "kubeconfig"
+    async with local_up(state) as process:
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["current-context"] == "management"
+        assert [c["name"] for c in config["contexts"]] == ["management", "worker-1", "worker-2"]
+        assert (kubeconfig.stat().st_mode & 0o777) == 0o600
+        namespaces = await kubectl(kubeconfig, "--context", "worker-1", "get", "ns", "-o", "name")
+        assert "namespace/default" in namespaces.split()
+        manifest = state.parent / "kept.yaml"
+        manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\ndata: {a: b}\n")
+        await kubectl(kubeconfig, "apply", "-f", str(manifest))
+    assert process.returncode == 0
+    async with local_up(state):
+        kept = json.loads(await kubectl(kubeconfig, "get", "configmap", "kept", "-o", "json"))
+        assert kept["data"] == {"a": "b"}
+
+
+async def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("clusters:\n  - name: Bad_Name\n")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "multiqueue", "local", "up", "--config", str(config), "--state-dir", str(tmp_path / "s"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await process.communicate()
+    assert process.returncode == 2
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1
+    assert "clusters.0.name" in lines[0]

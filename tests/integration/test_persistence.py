@@ -1,0 +1,82 @@
+"""A restarted local API server serves the same objects and continues the resourceVersion sequence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.rest import ApiError
+from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.local.apiserver.store import Expired
+from tests.support.servers import server_config
+
+
+def _configmaps(server: ApiServer) -> ResourceType:
+    rtype = server.registry.lookup("", "v1", "configmaps")
+    assert rtype is not None
+    return rtype
+
+
+async def test_objects_and_resource_versions_survive_a_restart(tmp_path: Path) -> None:
+    config = server_config(tmp_path / "state")
+    first = ApiServer(config)
+    await first.start()
+    rtype = _configmaps(first)
+    created = [
+        await first.rest.create(rtype, "default", {"metadata": {"name": f"cm-{i}"}, "data": {"i": str(i)}})
+        for i in range(20)
+    ]
+    await first.rest.delete(rtype, "default", "cm-3", {})
+    last_rv = first.store.resource_version
+    await first.stop()
+
+    second = ApiServer(config)
+    await second.start()
+    try:
+        listing = second.rest.list_collection(rtype, "default")
+        names = [item["metadata"]["name"] for item in listing["items"]]
+        assert names == sorted(f"cm-{i}" for i in range(20) if i != 3)
+        again = second.rest.get(rtype, "default", "cm-7")
+        assert again == created[7]
+        assert int(listing["metadata"]["resourceVersion"]) >= last_rv
+        newer = await second.rest.create(rtype, "default", {"metadata": {"name": "after-restart"}})
+        assert int(newer["metadata"]["resourceVersion"]) > last_rv
+    finally:
+        await second.stop()
+
+
+async def test_watch_from_before_a_restart_is_expired(tmp_path: Path) -> None:
+    config = server_config(tmp_path / "state")
+    first = ApiServer(config)
+    await first.start()
+    rtype = _configmaps(first)
+    old = await first.rest.create(rtype, "default", {"metadata": {"name": "old"}})
+    await first.rest.create(rtype, "default", {"metadata": {"name": "newer"}})
+    await first.stop()
+    second = ApiServer(config)
+    await second.start()
+    try:
+        try:
+            second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
+        except Expired:
+            pass
+        else:
+            raise AssertionError("a watch from before the restart must be told to re-list")
+        watcher, backlog = second.store.watch(rtype.key, None, second.store.resource_version)
+        assert backlog == []
+        watcher.close()
+    finally:
+        await second.stop()
+
+
+async def test_nothing_is_written_on_an_invalid_request(apiserver: ApiServer) -> None:
+    jobs = apiserver.registry.lookup("batch", "v1", "jobs")
+    assert jobs is not None
+    before = apiserver.store.resource_version
+    try:
+        await apiserver.rest.create(jobs, "default", {"metadata": {"name": "x"}, "spec": {"template": {}}})
+    except ApiError as exc:
+        assert exc.code == 422
+    else:
+        raise AssertionError("an invalid Job must be refused")
+    assert apiserver.store.resource_version == before

@@ -1,0 +1,85 @@
+"""The command line: one-line errors with exit status 2, and the offline manifest check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from multiqueue import __version__
+from multiqueue.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "multiqueue", *args], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def test_unknown_command_is_one_line_and_exit_2() -> None:
+    result = run("no-such-command")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "no-such-command" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_lists_commands() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    assert "validate" in result.stdout
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_examples_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    files = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
+    assert files
+    assert main(["validate", *files]) == 0
+    assert "0 invalid" in capsys.readouterr().out
+
+
+def test_invalid_manifest_reports_upstream_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad}\nspec:\n  parallelism: -1\n"
+        "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i}]\n"
+    )
+    assert main(["validate", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert 'Job.batch "bad" is invalid' in out
+    assert "spec.parallelism: Invalid value: -1: must be greater than or equal to 0" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        pytest.param("a: [unclosed", "not valid YAML", id="bad-yaml"),
+        pytest.param("- just\n- a list\n", "must be a Kubernetes object", id="not-an-object"),
+        pytest.param("", "no manifests found", id="empty"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: str, problem: str) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(content)
+    result = run("validate", str(path))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert problem in result.stderr
+
+
+def test_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = run("validate", str(tmp_path / "absent.yaml"))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr
