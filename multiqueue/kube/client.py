@@ -1,0 +1,436 @@
+"""An async REST client for one cluster: plain dicts in and out, typed errors, declared retries, a rate limit.
+
+One :class:`KubeClient` per cluster, each with its own aiohttp session (one connection pool per cluster), so a slow
+cluster never holds up requests to another. Transient failures (connection errors, timeouts, 429, 500/502/503/504)
+are retried with jittered exponential back-off, 429 after the server's Retry-After; a 409 is never retried here,
+because only the caller can decide again from a fresh read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from multiqueue.kube.config import Credentials, load_credentials
+from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
+
+Obj = dict[str, Any]
+
+MERGE: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+STRATEGIC: Final = "application/strategic-merge-patch+json"
+PATCH_TYPES: Final = {"merge": MERGE, "json": JSON_PATCH, "strategic": STRATEGIC}
+RETRIABLE_CODES: Final = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API: enough to build every URL for it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+JOBS: Final = Resource("batch", "v1", "jobs", "Job")
+CRONJOBS: Final = Resource("batch", "v1", "cronjobs", "CronJob")
+PODS: Final = Resource("", "v1", "pods", "Pod")
+EVENTS: Final = Resource("", "v1", "events", "Event")
+NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES: Final = Resource("", "v1", "nodes", "Node", namespaced=False)
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+PRIORITY_CLASSES: Final = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+CRDS: Final = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+
+
+@dataclasses.dataclass
+class ClientOptions:
+    qps: float = 200.0
+    burst: int = 400
+    request_timeout: float = 30.0
+    # How long a watch may stay silent before we assume the connection is dead. The server sends bookmarks
+    # at least every minute, so silence past this means the socket is gone.
+    watch_read_timeout: float = 120.0
+    max_attempts: int = 6
+    max_retry_delay: float = 60.0
+
+
+class RateLimiter:
+    """A token bucket: ``burst`` requests at once, ``qps`` sustained."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, TransportError):
+        return True
+    return isinstance(exc, ApiError) and exc.code in RETRIABLE_CODES
+
+
+def _wait(state: RetryCallState) -> float:
+    """Retry-After when a 429 gives one, else jittered exponential back-off."""
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None else None
+    if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
+        return exc.retry_after
+    return float(wait_random_exponential(multiplier=0.05, max=10)(state))
+
+
+class KubeClient:
+    """Talks to one cluster. Create with :meth:`connect` (or from loaded credentials) and ``await close()``."""
+
+    def __init__(
+        self, credentials: Credentials, name: str = "", options: ClientOptions | None = None
+    ) -> None:
+        self.name = name or credentials.context
+        self.credentials = credentials
+        self.options = options or ClientOptions()
+        self.limiter = RateLimiter(self.options.qps, self.options.burst)
+        self.requests: collections.Counter[str] = collections.Counter()  # by verb, for benchmarks and tests
+        connector = aiohttp.TCPConnector(limit=100, ssl=credentials.ssl)
+        self._session = aiohttp.ClientSession(
+            base_url=credentials.server,
+            connector=connector,
+            json_serialize=_dumps,
+            timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        kubeconfig: Path,
+        context: str | None = None,
+        name: str = "",
+        options: ClientOptions | None = None,
+        allow_insecure: bool = False,
+    ) -> KubeClient:
+        credentials = await load_credentials(kubeconfig, context, allow_insecure=allow_insecure)
+        return cls(credentials, name, options)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- verbs -----------------------------------------------------------------------------------------------
+
+    async def get(
+        self, resource: Resource, name: str, namespace: str | None = None, subresource: str | None = None
+    ) -> Obj:
+        return await self._json("GET", resource.path(namespace, name, subresource))  # type: ignore[no-any-return]
+
+    async def list_page(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        params = _params(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            limit=limit,
+            resourceVersion=resource_version,
+        )
+        if continue_token:
+            params["continue"] = continue_token
+        return await self._json("GET", resource.path(namespace), params=params, verb="list")  # type: ignore[no-any-return]
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> tuple[list[Obj], str]:
+        """Every matching object, fetched page by page, and the resourceVersion to watch from."""
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            page = await self.list_page(
+                resource,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=page_size,
+                continue_token=token,
+            )
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+
+    async def create(
+        self, resource: Resource, obj: Obj, namespace: str | None = None, dry_run: bool = False
+    ) -> Obj:
+        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        params = {"dryRun": "All"} if dry_run else None
+        return await self._json("POST", resource.path(ns), json_body=obj, params=params)  # type: ignore[no-any-return]
+
+    async def update(self, resource: Resource, obj: Obj, subresource: str | None = None) -> Obj:
+        meta = obj.get("metadata") or {}
+        path = resource.path(meta.get("namespace"), meta["name"], subresource)
+        return await self._json("PUT", path, json_body=obj)  # type: ignore[no-any-return]
+
+    async def update_status(self, resource: Resource, obj: Obj) -> Obj:
+        return await self.update(resource, obj, "status")
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        headers = {"Content-Type": PATCH_TYPES[patch_type]}
+        path = resource.path(namespace, name, subresource)
+        return await self._json("PATCH", path, json_body=patch, headers=headers)  # type: ignore[no-any-return]
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str | None = None,
+        preconditions: Mapping[str, str] | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation:
+            body["propagationPolicy"] = propagation
+        if preconditions:
+            body["preconditions"] = dict(preconditions)
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        return await self._json("DELETE", resource.path(namespace, name), json_body=body)  # type: ignore[no-any-return]
+
+    async def read_log(
+        self, name: str, namespace: str, container: str | None = None, tail_lines: int | None = None
+    ) -> str:
+        params = _params(container=container, tailLines=tail_lines)
+        response = await self._request("GET", PODS.path(namespace, name, "log"), params=params, verb="get")
+        return response if isinstance(response, str) else json.dumps(response)
+
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str = "",
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[Obj]:
+        """Watch events as dicts ({"type", "object"}); an in-stream ERROR raises its typed error (410 -> Gone).
+
+        The stream ends normally when the server's timeout passes; callers watch again from the last
+        resourceVersion they saw.
+        """
+        params = _params(
+            watch="true",
+            resourceVersion=resource_version or None,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            timeoutSeconds=timeout_seconds,
+            allowWatchBookmarks="true" if bookmarks else None,
+        )
+        await self.limiter.acquire()
+        self.requests["watch"] += 1
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.options.request_timeout, sock_read=self.options.watch_read_timeout
+        )
+        try:
+            async with self._session.get(
+                resource.path(namespace),
+                params=params,
+                headers=await self.credentials.auth_headers(),
+                timeout=timeout,
+            ) as response:
+                if response.status >= 400:
+                    raise error_for(response.status, await _status_body(response))
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise error_for(int(status.get("code") or 500), status)
+                    yield event
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise TransportError(f"watch {resource.plural} on {self.name}: {exc!r}") from exc
+        except RuntimeError as exc:
+            if not self._session.closed:
+                raise
+            raise TransportError(f"watch {resource.plural} on {self.name}: the client is closed") from exc
+
+    # --- plumbing --------------------------------------------------------------------------------------------
+
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        verb: str | None = None,
+    ) -> Any:
+        return await self._request(
+            method, path, params=params, json_body=json_body, headers=headers, verb=verb
+        )
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        verb: str | None = None,
+    ) -> Any:
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_transient),
+            wait=_wait,
+            stop=stop_after_attempt(self.options.max_attempts)
+            | stop_after_delay(self.options.max_retry_delay),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self._once(method, path, params, json_body, headers, verb or method.lower())
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        json_body: Any,
+        headers: Mapping[str, str] | None,
+        verb: str,
+    ) -> Any:
+        refreshed = False
+        while True:
+            await self.limiter.acquire()
+            self.requests[verb] += 1
+            all_headers = {
+                **(await self.credentials.auth_headers(force_refresh=refreshed)),
+                **(headers or {}),
+            }
+            try:
+                async with self._session.request(
+                    method, path, params=params, json=json_body, headers=all_headers
+                ) as response:
+                    if response.status == 401 and not refreshed and self.credentials._refreshable:
+                        refreshed = True  # an expired exec/OIDC credential: refresh once and try again
+                        continue
+                    if response.status >= 400:
+                        raise error_for(response.status, await _status_body(response))
+                    if response.content_type == "application/json":
+                        return await response.json(loads=json.loads)
+                    return await response.text()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise TransportError(f"{method} {path} on {self.name}: {exc!r}") from exc
+            except RuntimeError as exc:
+                if not self._session.closed:
+                    raise
+                raise TransportError(f"{method} {path} on {self.name}: the client is closed") from exc
+
+
+async def _status_body(response: aiohttp.ClientResponse) -> Obj:
+    text = await response.text()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return body
+    return {
+        "kind": "Status",
+        "status": "Failure",
+        "code": response.status,
+        "message": text.strip()[:500] or response.reason or "",
+    }
+
+
+def _params(**values: Any) -> dict[str, str]:
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items() if v is not None}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))

@@ -1,0 +1,134 @@
+"""Recording core/v1 Events about objects, the way client-go's recorder does.
+
+Recording never blocks the caller: events go to a queue and a background task writes them. A repeat of the same
+event (same object, type, reason and message) within the aggregation window updates the existing Event's
+``count`` and ``lastTimestamp`` instead of creating another, so a controller that says the same thing every sync
+does not flood the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from multiqueue.api.meta import format_time, metadata
+from multiqueue.kube.client import EVENTS, KubeClient
+from multiqueue.kube.errors import KubeError, NotFound
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+AGGREGATION_WINDOW: Final = 600.0
+CACHE_SIZE: Final = 4096
+QUEUE_LIMIT: Final = 10_000
+
+
+class EventRecorder:
+    def __init__(self, client: KubeClient, component: str, host: str = "") -> None:
+        self.client = client
+        self.component = component
+        self.host = host
+        self._queue: asyncio.Queue[tuple[Obj, str, str, str, datetime]] = asyncio.Queue(QUEUE_LIMIT)
+        # (uid, type, reason, message) -> (event namespace, event name, count, monotonic time last written)
+        self._recent: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self.dropped = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"events:{self.client.name}:{self.component}")
+
+    async def stop(self, drain_timeout: float = 2.0) -> None:
+        """Write what is queued (for a short while), then stop."""
+        if self._task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_timeout):
+                await self._queue.join()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        """Record an event about ``obj``; returns at once."""
+        try:
+            self._queue.put_nowait((obj, type_, reason, message, datetime.now(UTC)))
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def normal(self, obj: Obj, reason: str, message: str) -> None:
+        self.event(obj, NORMAL, reason, message)
+
+    def warning(self, obj: Obj, reason: str, message: str) -> None:
+        self.event(obj, WARNING, reason, message)
+
+    async def flush(self) -> None:
+        """Wait until every queued event is written (tests use this)."""
+        await self._queue.join()
+
+    async def _run(self) -> None:
+        while True:
+            obj, type_, reason, message, when = await self._queue.get()
+            try:
+                await self._write(obj, type_, reason, message, when)
+            except KubeError as exc:
+                log.warning("could not record event %s on %s: %s", reason, metadata(obj).get("name"), exc)
+            except Exception:
+                log.exception("recording event %s failed", reason)
+            finally:
+                self._queue.task_done()
+
+    async def _write(self, obj: Obj, type_: str, reason: str, message: str, when: datetime) -> None:
+        meta = metadata(obj)
+        key = (str(meta.get("uid") or meta.get("name")), type_, reason, message)
+        stamp = format_time(when)
+        previous = self._recent.get(key)
+        if previous is not None and time.monotonic() - previous[3] < AGGREGATION_WINDOW:
+            namespace, name, count, _ = previous
+            try:
+                await self.client.patch(EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, namespace)
+                self._remember(key, (namespace, name, count + 1, time.monotonic()))
+                return
+            except NotFound:
+                pass  # collected meanwhile: create a fresh one
+        namespace = str(meta.get("namespace") or "default")
+        name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", ""),
+                "kind": obj.get("kind", ""),
+                "name": meta.get("name", ""),
+                "namespace": meta.get("namespace", ""),
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+        }
+        await self.client.create(EVENTS, body, namespace)
+        self._remember(key, (namespace, name, 1, time.monotonic()))
+
+    def _remember(self, key: tuple[str, str, str, str], value: tuple[str, str, int, float]) -> None:
+        self._recent[key] = value
+        self._recent.move_to_end(key)
+        while len(self._recent) > CACHE_SIZE:
+            self._recent.popitem(last=False)

@@ -1,0 +1,269 @@
+"""Informers: a local, always-current cache of one resource on one cluster, and change notifications.
+
+LIST (paginated) then WATCH from the list's resourceVersion, with bookmarks to keep that version fresh. A watch
+that ends is resumed from the last version seen; a 410 or any broken connection leads to a fresh LIST, and objects
+that vanished meanwhile are reported as deleted, so handlers never miss a delete. Handlers only enqueue keys;
+workers read the cache. One informer serves everyone who needs the same resource (:class:`InformerFactory`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from multiqueue.api.meta import key_of, labels_of, metadata, namespace_of
+from multiqueue.kube.client import KubeClient, Resource
+from multiqueue.kube.errors import Gone, KubeError
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+IndexFunc = Callable[[Obj], Iterable[str]]
+AddHandler = Callable[[Obj], None]
+UpdateHandler = Callable[[Obj, Obj], None]
+DeleteHandler = Callable[[Obj], None]
+
+NAMESPACE_INDEX: Final = "namespace"
+RELIST_BACKOFF_MAX: Final = 30.0
+
+
+class Handlers:
+    """What to call on changes. Handlers must be quick: enqueue a key, never await I/O."""
+
+    def __init__(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        self.on_add = on_add
+        self.on_update = on_update
+        self.on_delete = on_delete
+
+
+class Informer:
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout = watch_timeout
+        self._items: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: lambda o: [namespace_of(o)]}
+        self._indexes: dict[str, dict[str, set[str]]] = collections.defaultdict(
+            lambda: collections.defaultdict(set)
+        )
+        self._handlers: list[Handlers] = []
+        self._synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.resource_version = ""
+        self.relists = 0  # how often the informer had to LIST again (tests and metrics read it)
+
+    # --- cache -----------------------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        return self._items.get(key)
+
+    def objects(self, namespace: str | None = None) -> list[Obj]:
+        if namespace is None:
+            return list(self._items.values())
+        return self.by_index(NAMESPACE_INDEX, namespace)
+
+    def keys(self) -> list[str]:
+        return list(self._items)
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        return [self._items[k] for k in self._indexes[index].get(value, ()) if k in self._items]
+
+    def by_label(self, label: str, value: str) -> list[Obj]:
+        return [o for o in self._items.values() if labels_of(o).get(label) == value]
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Add a custom index; existing objects are indexed at once."""
+        self._indexers[name] = func
+        for key, obj in self._items.items():
+            for value in func(obj):
+                self._indexes[name][value].add(key)
+
+    def add_handlers(self, handlers: Handlers) -> None:
+        """Register change handlers; objects already cached are replayed as adds."""
+        self._handlers.append(handlers)
+        if handlers.on_add is not None:
+            for obj in list(self._items.values()):
+                handlers.on_add(obj)
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_for_sync(self) -> None:
+        await self._synced.wait()
+
+    # --- running ---------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(
+                self._run(), name=f"informer:{self.client.name}:{self.resource.plural}"
+            )
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        failures = 0
+        # Started again after stop(): resume watching from the last version seen, as a reconnect would.
+        need_list = not self.resource_version
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    failures = 0
+                await self._watch()
+            except Gone:
+                log.info("%s/%s: watch window expired; listing again", self.client.name, self.resource.plural)
+                need_list = True
+            except (KubeError, ValueError) as exc:
+                failures += 1
+                need_list = True
+                delay = min(RELIST_BACKOFF_MAX, 0.2 * 2 ** min(failures, 10)) * (0.5 + random.random() / 2)
+                log.warning(
+                    "%s/%s: %s; listing again in %.1fs", self.client.name, self.resource.plural, exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        items, rv = await self.client.list(
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        self.relists += 1
+        fresh = {key_of(obj): obj for obj in items}
+        for key in [k for k in self._items if k not in fresh]:
+            self._delete(key)
+        for key, obj in fresh.items():
+            self._upsert(key, obj)
+        self.resource_version = rv
+        self._synced.set()
+
+    async def _watch(self) -> None:
+        async for event in self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=self.watch_timeout,
+        ):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            rv = str(metadata(obj).get("resourceVersion") or "")
+            if kind == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            key = key_of(obj)
+            if kind == "DELETED":
+                self._delete(key, obj)
+            elif kind in ("ADDED", "MODIFIED"):
+                self._upsert(key, obj)
+            if rv:
+                self.resource_version = rv
+
+    # --- store updates ---------------------------------------------------------------------------------------
+
+    def _upsert(self, key: str, obj: Obj) -> None:
+        old = self._items.get(key)
+        if old is not None and metadata(old).get("resourceVersion") == metadata(obj).get("resourceVersion"):
+            return
+        self._unindex(key, old)
+        self._items[key] = obj
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                self._indexes[name][value].add(key)
+        for handlers in self._handlers:
+            try:
+                if old is None:
+                    if handlers.on_add is not None:
+                        handlers.on_add(obj)
+                elif handlers.on_update is not None:
+                    handlers.on_update(old, obj)
+            except Exception:
+                log.exception("informer handler failed for %s", key)
+
+    def _delete(self, key: str, final: Obj | None = None) -> None:
+        old = self._items.pop(key, None)
+        if old is None:
+            return
+        self._unindex(key, old)
+        for handlers in self._handlers:
+            if handlers.on_delete is not None:
+                try:
+                    handlers.on_delete(final or old)
+                except Exception:
+                    log.exception("informer delete handler failed for %s", key)
+
+    def _unindex(self, key: str, obj: Obj | None) -> None:
+        if obj is None:
+            return
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                members = self._indexes[name].get(value)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del self._indexes[name][value]
+
+
+class InformerFactory:
+    """One informer per (resource, namespace, selectors) on a cluster, shared by every controller that asks."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._informers: dict[tuple[Any, ...], Informer] = {}
+
+    def informer(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Informer:
+        key = (resource, namespace, label_selector, field_selector)
+        if key not in self._informers:
+            self._informers[key] = Informer(
+                self.client, resource, namespace, label_selector=label_selector, field_selector=field_selector
+            )
+        return self._informers[key]
+
+    def start(self) -> None:
+        for informer in self._informers.values():
+            informer.start()
+
+    async def wait_for_sync(self) -> None:
+        await asyncio.gather(*(i.wait_for_sync() for i in self._informers.values()))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self._informers.values()))

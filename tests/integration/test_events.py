@@ -1,0 +1,31 @@
+"""The event recorder writes core/v1 Events and aggregates repeats like client-go."""
+
+from __future__ import annotations
+
+from multiqueue.kube.client import CONFIGMAPS, EVENTS
+from multiqueue.kube.events import EventRecorder
+from multiqueue.local.apiserver.server import ApiServer
+from tests.support.clients import client_for
+
+
+async def test_repeats_are_aggregated(apiserver: ApiServer) -> None:
+    client = await client_for(apiserver)
+    recorder = EventRecorder(client, "multiqueue-test")
+    recorder.start()
+    try:
+        obj = await client.create(CONFIGMAPS, {"metadata": {"name": "subject"}}, "default")
+        for _ in range(3):
+            recorder.normal(obj, "Dispatched", "sent to worker-1")
+        recorder.warning(obj, "StatusSyncRejected", "bad status")
+        await recorder.flush()
+        events, _ = await client.list(EVENTS, "default", field_selector="involvedObject.name=subject")
+        by_reason = {e["reason"]: e for e in events}
+        assert set(by_reason) == {"Dispatched", "StatusSyncRejected"}
+        assert by_reason["Dispatched"]["count"] == 3
+        assert by_reason["Dispatched"]["type"] == "Normal"
+        assert by_reason["Dispatched"]["involvedObject"]["uid"] == obj["metadata"]["uid"]
+        assert by_reason["Dispatched"]["source"]["component"] == "multiqueue-test"
+        assert by_reason["StatusSyncRejected"]["type"] == "Warning"
+    finally:
+        await recorder.stop()
+        await client.close()

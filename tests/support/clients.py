@@ -1,0 +1,15 @@
+"""Clients of the kube/ layer pointed at in-process local API servers."""
+
+from __future__ import annotations
+
+from multiqueue.kube.client import ClientOptions, KubeClient
+from multiqueue.kube.config import load_credentials
+from multiqueue.local.apiserver.server import ApiServer
+from tests.support.servers import kubeconfig_dict
+
+
+async def client_for(
+    server: ApiServer, name: str = "local", options: ClientOptions | None = None
+) -> KubeClient:
+    credentials = await load_credentials(config_dict=kubeconfig_dict(server, name))
+    return KubeClient(credentials, name, options)

@@ -1,0 +1,29 @@
+"""Waiting for state without sleeping: re-check a condition whenever something the test watches changes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from multiqueue.kube.informer import Handlers, Informer
+
+
+class Changes:
+    """An event set by informer handlers on every add, update and delete."""
+
+    def __init__(self, *informers: Informer) -> None:
+        self.changed = asyncio.Event()
+        for informer in informers:
+            informer.add_handlers(
+                Handlers(
+                    on_add=lambda _o: self.changed.set(),
+                    on_update=lambda _o, _n: self.changed.set(),
+                    on_delete=lambda _o: self.changed.set(),
+                )
+            )
+
+    async def until(self, predicate: Callable[[], bool], within: float = 30.0) -> None:
+        async with asyncio.timeout(within):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
