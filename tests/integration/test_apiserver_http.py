@@ -1,0 +1,171 @@
+"""The local API server over HTTP: errors as Status objects, dry runs, collections, CRDs, pods/log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from multiqueue.local.apiserver.server import ApiServer
+
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "j"},
+    "spec": {
+        "suspend": True,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
+    },
+}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+async def http(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
+    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
+    async with aiohttp.ClientSession(apiserver.url, headers=headers) as session:
+        yield session
+
+
+async def _call(session: aiohttp.ClientSession, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async with session.request(method, path, **kwargs) as response:
+        text = await response.text()
+        return response.status, json.loads(text) if text.startswith("{") else text
+
+
+async def test_errors_are_status_objects(http: aiohttp.ClientSession, apiserver: ApiServer) -> None:
+    async with aiohttp.ClientSession(apiserver.url) as anonymous:
+        code, body = await _call(anonymous, "GET", "/api/v1/namespaces")
+    assert (code, body["reason"]) == (401, "Unauthorized")
+    code, body = await _call(http, "GET", "/apis/nope.example.com/v1/things")
+    assert (code, body["kind"], body["reason"]) == (404, "Status", "NotFound")
+    code, body = await _call(
+        http,
+        "POST",
+        "/apis/batch/v1/namespaces/default/jobs",
+        data=b"{not json",
+        headers={"Content-Type": "application/json"},
+    )
+    assert (code, body["reason"]) == (400, "BadRequest")
+    code, body = await _call(
+        http, "POST", "/api/v1/namespaces/default/configmaps", json={"data": {"x": "y" * (3 * 1024 * 1024)}}
+    )
+    assert code == 413 and body["kind"] == "Status"
+    code, body = await _call(http, "POST", "/apis/batch/v1/namespaces/nowhere/jobs", json=JOB)
+    assert (code, body["message"]) == (404, 'namespaces "nowhere" not found')
+    assert apiserver.store.get("batch/jobs", "nowhere", "j") is None
+
+
+async def test_dry_run_writes_nothing(http: aiohttp.ClientSession, apiserver: ApiServer) -> None:
+    before = apiserver.store.resource_version
+    code, body = await _call(http, "POST", "/apis/batch/v1/namespaces/default/jobs?dryRun=All", json=JOB)
+    assert code == 201 and body["spec"]["backoffLimit"] == 6
+    assert apiserver.store.resource_version == before
+    code, _ = await _call(http, "GET", "/apis/batch/v1/namespaces/default/jobs/j")
+    assert code == 404
+
+
+async def test_generate_name_and_delete_collection(http: aiohttp.ClientSession) -> None:
+    names = []
+    for _ in range(3):
+        code, body = await _call(
+            http,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            json={"metadata": {"generateName": "gen-", "labels": {"g": "1"}}},
+        )
+        assert code == 201
+        names.append(body["metadata"]["name"])
+    assert len(set(names)) == 3 and all(n.startswith("gen-") and len(n) == 9 for n in names)
+    code, _ = await _call(http, "DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=g%3D1")
+    assert code == 200
+    code, body = await _call(http, "GET", "/api/v1/namespaces/default/configmaps?labelSelector=g%3D1")
+    assert body["items"] == []
+
+
+async def test_status_subresource_ignores_spec_and_main_ignores_status(http: aiohttp.ClientSession) -> None:
+    await _call(http, "POST", "/apis/batch/v1/namespaces/default/jobs", json=JOB)
+    code, body = await _call(
+        http,
+        "PATCH",
+        "/apis/batch/v1/namespaces/default/jobs/j/status",
+        json={"spec": {"parallelism": 9}, "status": {"active": 0}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert code == 200 and body["spec"]["parallelism"] == 1 and body["status"]["active"] == 0
+    code, body = await _call(
+        http,
+        "PATCH",
+        "/apis/batch/v1/namespaces/default/jobs/j",
+        data=json.dumps({"spec": {"parallelism": 2}, "status": {"active": 5}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert code == 200 and body["spec"]["parallelism"] == 2 and body["status"]["active"] == 0
+    assert body["metadata"]["generation"] == 2
+
+
+async def test_custom_resources_are_served(http: aiohttp.ClientSession) -> None:
+    code, _ = await _call(http, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD)
+    assert code == 201
+    path = "/apis/example.com/v1/namespaces/default/widgets"
+    async with http.get(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=1&timeoutSeconds=5"
+    ) as stream:
+        async for line in stream.content:
+            event = json.loads(line)
+            conditions = event["object"].get("status", {}).get("conditions", [])
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                break
+    code, body = await _call(http, "GET", "/apis/example.com/v1")
+    assert [r["name"] for r in body["resources"]] == ["widgets", "widgets/status"]
+    code, body = await _call(
+        http,
+        "POST",
+        path,
+        json={
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w"},
+            "spec": {"size": 3},
+        },
+    )
+    assert code == 201 and body["metadata"]["generation"] == 1
+    code, body = await _call(
+        http, "PUT", f"{path}/w/status", json={**body, "status": {"ready": True}, "spec": {"size": 99}}
+    )
+    assert code == 200 and body["spec"] == {"size": 3} and body["status"] == {"ready": True}
+    code, body = await _call(
+        http,
+        "PATCH",
+        f"{path}/w",
+        data=b'{"spec":{"size":4}}',
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert code == 415
+    code, _ = await _call(
+        http, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+    )
+    assert code == 200
