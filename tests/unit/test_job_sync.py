@@ -1,0 +1,320 @@
+"""The Job controller's decide step, case by case like upstream's table tests.
+
+Every status the decide step produces must also pass the server's status-update validation.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from multiqueue.api import jobs
+from multiqueue.api.jobs import validate_job_status_update
+from multiqueue.api.meta import format_time
+from multiqueue.controllers.job_sync import Actions, decide, pod_for
+from tests.unit.jobfixtures import job
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+STARTED = format_time(NOW - timedelta(minutes=5))
+_serial = itertools.count()
+
+
+def running_job(**spec: Any) -> dict[str, Any]:
+    body = job(**spec)
+    body["status"] = {"startTime": STARTED}
+    return body
+
+
+def pod(
+    owner: dict[str, Any],
+    phase: str = "Running",
+    *,
+    index: int | None = None,
+    finalizer: bool = True,
+    ready: bool = False,
+    deleting: bool = False,
+    exit_code: int | None = None,
+    finished: datetime | None = None,
+    failure_count: int | None = None,
+) -> dict[str, Any]:
+    body = pod_for(owner, index, failure_count or 0)
+    serial = next(_serial)
+    body["metadata"].update(name=f"p-{serial}", uid=f"pod-uid-{serial}", creationTimestamp=STARTED)
+    if not finalizer:
+        body["metadata"]["finalizers"] = []
+    if deleting:
+        body["metadata"]["deletionTimestamp"] = format_time(NOW)
+    status: dict[str, Any] = {"phase": phase}
+    if ready:
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
+    if exit_code is not None or finished is not None:
+        status["containerStatuses"] = [
+            {
+                "name": "main",
+                "state": {
+                    "terminated": {"exitCode": exit_code or 0, "finishedAt": format_time(finished or NOW)}
+                },
+            }
+        ]
+    body["status"] = status
+    return body
+
+
+def run(owner: dict[str, Any], owned: list[dict[str, Any]], now: datetime = NOW, **kwargs: Any) -> Actions:
+    actions = decide(owner, owned, now, **kwargs)
+    if actions.status is not None:
+        new = copy.deepcopy(owner)
+        new["status"] = actions.status
+        errors = validate_job_status_update(new, owner)
+        assert errors == [], [str(e) for e in errors]
+    return actions
+
+
+def applied(owner: dict[str, Any], actions: Actions) -> dict[str, Any]:
+    new = copy.deepcopy(owner)
+    if actions.status is not None:
+        new["status"] = actions.status
+    return new
+
+
+def condition(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    return next((c for c in (status or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def test_job_managed_by_another_controller_is_skipped() -> None:
+    actions = run(job(managedBy="multiqueue.dev/dispatcher"), [])
+    assert actions.skipped and actions.status is None and not actions.create
+
+
+def test_new_job_starts_and_creates_parallelism_pods() -> None:
+    actions = run(job(completions=3, parallelism=2), [])
+    assert actions.status is not None and actions.status["startTime"] == format_time(NOW)
+    assert len(actions.create) == 2
+    created = actions.create[0]
+    assert created["metadata"]["generateName"] == "pi-"
+    assert created["metadata"]["finalizers"] == [jobs.TRACKING_FINALIZER]
+    assert created["metadata"]["ownerReferences"][0]["controller"] is True
+
+
+def test_indexed_pods_get_lowest_free_indexes_and_their_identity() -> None:
+    owner = running_job(completionMode="Indexed", completions=4, parallelism=2)
+    owner["status"].update(completedIndexes="0", succeeded=1)
+    actions = run(owner, [pod(owner, index=1)])
+    assert len(actions.create) == 1
+    created = actions.create[0]
+    assert created["metadata"]["annotations"][jobs.COMPLETION_INDEX] == "2"
+    assert created["metadata"]["labels"][jobs.COMPLETION_INDEX] == "2"
+    assert created["spec"]["hostname"] == "pi-2"
+    assert created["metadata"]["generateName"] == "pi-2-"
+    env = created["spec"]["containers"][0]["env"]
+    assert env[-1]["name"] == "JOB_COMPLETION_INDEX"
+    assert (
+        env[-1]["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.labels['batch.kubernetes.io/job-completion-index']"
+    )
+
+
+def test_finished_pod_is_recorded_uncounted_before_its_finalizer_goes() -> None:
+    owner = running_job(completionMode="Indexed", completions=2, parallelism=2)
+    done = pod(owner, "Succeeded", index=0, exit_code=0)
+    actions = run(owner, [done, pod(owner, index=1)])
+    assert actions.status is not None
+    assert actions.status["uncountedTerminatedPods"] == {"succeeded": [done["metadata"]["uid"]], "failed": []}
+    assert actions.status["completedIndexes"] == "0"
+    assert [p["metadata"]["uid"] for p in actions.remove_finalizers] == [done["metadata"]["uid"]]
+
+
+def test_uncounted_pod_without_finalizer_is_counted_once() -> None:
+    owner = running_job(completions=2, parallelism=1)
+    done = pod(owner, "Succeeded", finalizer=False, exit_code=0)
+    owner["status"]["uncountedTerminatedPods"] = {"succeeded": [done["metadata"]["uid"]]}
+    actions = run(owner, [done, pod(owner)])
+    assert actions.status is not None
+    assert actions.status["succeeded"] == 1
+    assert actions.status["uncountedTerminatedPods"] == {}
+    again = run(applied(owner, actions), [done, pod(owner)])
+    assert again.status is None or again.status["succeeded"] == 1
+
+
+def test_all_succeeded_completes_in_order() -> None:
+    owner = running_job(completions=1, parallelism=1)
+    done = pod(owner, "Succeeded", exit_code=0)
+    first = run(owner, [done])
+    assert condition(first.status, "SuccessCriteriaMet") is not None
+    assert condition(first.status, "Complete") is None, "finish only once nothing is uncounted"
+    after_finalizer = copy.deepcopy(done)
+    after_finalizer["metadata"]["finalizers"] = []
+    second = run(applied(owner, first), [after_finalizer])
+    assert condition(second.status, "Complete") is not None
+    assert second.status is not None and second.status["completionTime"] == format_time(NOW)
+    assert condition(second.status, "Complete")["reason"] == "CompletionsReached"  # type: ignore[index]
+    assert [e.reason for e in second.events] == ["Completed"]
+
+
+def test_zero_completions_complete_at_once() -> None:
+    actions = run(job(completions=0, parallelism=0), [])
+    assert condition(actions.status, "Complete") is not None
+
+
+def test_backoff_limit_exceeded_fails_after_failure_target() -> None:
+    owner = running_job(completions=3, parallelism=1, backoffLimit=1)
+    owner["status"]["failed"] = 1
+    failed = pod(owner, "Failed", exit_code=1)
+    running = pod(owner)
+    first = run(owner, [failed, running])
+    target = condition(first.status, "FailureTarget")
+    assert target is not None and target["reason"] == "BackoffLimitExceeded"
+    assert target["message"] == "Job has reached the specified backoff limit"
+    assert [p["metadata"]["name"] for p in first.delete] == [running["metadata"]["name"]]
+    assert condition(first.status, "Failed") is None
+    gone = copy.deepcopy(failed)
+    gone["metadata"]["finalizers"] = []
+    second = run(applied(owner, first), [gone])
+    failed_condition = condition(second.status, "Failed")
+    assert failed_condition is not None and failed_condition["reason"] == "BackoffLimitExceeded"
+    assert second.status is not None and second.status["failed"] == 2
+
+
+def test_pod_recreation_backs_off_after_failures() -> None:
+    owner = running_job(completions=2, parallelism=1)
+    owner["status"].update(failed=1)
+    failed = pod(owner, "Failed", finalizer=False, exit_code=1, finished=NOW - timedelta(seconds=4))
+    waiting = run(owner, [failed])
+    assert waiting.create == []
+    assert waiting.requeue_after == pytest.approx(6.0)
+    later = run(owner, [failed], now=NOW + timedelta(seconds=7))
+    assert len(later.create) == 1
+
+
+def test_suspend_deletes_active_pods_and_sets_the_condition() -> None:
+    owner = running_job(completions=4, parallelism=2, suspend=True)
+    active = [pod(owner), pod(owner)]
+    actions = run(owner, active)
+    assert len(actions.delete) == 2
+    suspended = condition(actions.status, "Suspended")
+    assert suspended is not None and (suspended["status"], suspended["reason"]) == ("True", "JobSuspended")
+    assert [e.reason for e in actions.events] == ["Suspended"]
+    deleting = [pod(owner, deleting=True)]
+    later = run(applied(owner, actions), deleting)
+    assert later.status is None or later.status.get("failed", 0) == 0, (
+        "pods stopped by suspension are not failures"
+    )
+
+
+def test_resume_resets_start_time_and_creates_pods() -> None:
+    owner = running_job(completions=2, parallelism=2)
+    owner["status"]["conditions"] = [
+        {
+            "type": "Suspended",
+            "status": "True",
+            "reason": "JobSuspended",
+            "message": "Job suspended",
+            "lastTransitionTime": STARTED,
+        }
+    ]
+    actions = run(owner, [])
+    resumed = condition(actions.status, "Suspended")
+    assert resumed is not None and (resumed["status"], resumed["reason"]) == ("False", "JobResumed")
+    assert actions.status is not None and actions.status["startTime"] == format_time(NOW)
+    assert len(actions.create) == 2
+    assert [e.reason for e in actions.events] == ["Resumed"]
+
+
+def test_active_deadline_exceeded() -> None:
+    owner = running_job(completions=2, parallelism=1, activeDeadlineSeconds=60)
+    actions = run(owner, [pod(owner)])
+    target = condition(actions.status, "FailureTarget")
+    assert target is not None and target["reason"] == "DeadlineExceeded"
+    before = running_job(completions=2, parallelism=1, activeDeadlineSeconds=600)
+    waiting = run(before, [pod(before)])
+    assert condition(waiting.status, "FailureTarget") is None
+    assert waiting.requeue_after == pytest.approx(300.0)
+
+
+def test_pod_failure_policy_fail_job_on_exit_code() -> None:
+    owner = running_job(
+        completions=3,
+        parallelism=1,
+        podFailurePolicy={
+            "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]
+        },
+    )
+    actions = run(owner, [pod(owner, "Failed", exit_code=42)])
+    target = condition(actions.status, "FailureTarget")
+    assert target is not None and target["reason"] == "PodFailurePolicy"
+    assert "failed with exit code 42 matching FailJob rule at index 0" in target["message"]
+
+
+def test_pod_failure_policy_ignore_does_not_count() -> None:
+    owner = running_job(
+        completions=3,
+        parallelism=1,
+        backoffLimit=0,
+        podFailurePolicy={"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]},
+    )
+    ignored = pod(owner, "Failed", exit_code=3)
+    actions = run(owner, [ignored])
+    assert condition(actions.status, "FailureTarget") is None
+    assert actions.status is None or not actions.status.get("uncountedTerminatedPods")
+    assert [p["metadata"]["uid"] for p in actions.remove_finalizers] == [ignored["metadata"]["uid"]]
+
+
+def test_excess_pods_are_deleted_not_ready_first() -> None:
+    owner = running_job(completions=10, parallelism=1)
+    ready, not_ready = pod(owner, ready=True), pod(owner)
+    actions = run(owner, [ready, not_ready])
+    assert [p["metadata"]["name"] for p in actions.delete] == [not_ready["metadata"]["name"]]
+    assert actions.create == []
+
+
+def test_expectations_block_pod_changes_but_not_status() -> None:
+    owner = job(completions=3, parallelism=2)
+    actions = run(owner, [], can_manage_pods=False)
+    assert actions.create == [] and actions.status is not None
+
+
+def test_finished_job_ttl() -> None:
+    owner = running_job(completions=1, ttlSecondsAfterFinished=100)
+    owner["status"].update(
+        succeeded=1,
+        completionTime=format_time(NOW),
+        conditions=[
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": format_time(NOW)},
+            {"type": "Complete", "status": "True", "lastTransitionTime": format_time(NOW)},
+        ],
+    )
+    assert run(owner, [], now=NOW + timedelta(seconds=40)).requeue_after == pytest.approx(60.0)
+    assert run(owner, [], now=NOW + timedelta(seconds=100)).delete_job
+
+
+def test_backoff_limit_per_index_fails_index_then_job() -> None:
+    owner = running_job(completionMode="Indexed", completions=2, parallelism=2, backoffLimitPerIndex=0)
+    failed = pod(owner, "Failed", index=0, exit_code=1, failure_count=0)
+    done = pod(owner, "Succeeded", index=1, exit_code=0)
+    actions = run(owner, [failed, done])
+    assert actions.status is not None and actions.status["failedIndexes"] == "0"
+    assert actions.status["completedIndexes"] == "1"
+    target = condition(actions.status, "FailureTarget")
+    assert target is not None and target["reason"] == "FailedIndexes"
+
+
+def test_success_policy_ends_the_job_early() -> None:
+    owner = running_job(
+        completionMode="Indexed",
+        completions=3,
+        parallelism=3,
+        successPolicy={"rules": [{"succeededIndexes": "0"}]},
+    )
+    leader = pod(owner, "Succeeded", index=0, exit_code=0)
+    worker = pod(owner, index=1)
+    actions = run(owner, [leader, worker])
+    met = condition(actions.status, "SuccessCriteriaMet")
+    assert met is not None and (met["reason"], met["message"]) == (
+        "SuccessPolicy",
+        "Matched rules at index 0",
+    )
+    assert [p["metadata"]["name"] for p in actions.delete] == [worker["metadata"]["name"]]
