@@ -27,6 +27,9 @@ Obj = dict[str, Any]
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
 AGGREGATION_WINDOW: Final = 600.0
+# client-go's spam filter: per object, a burst of 25 events, then one more every five minutes.
+SPAM_BURST: Final = 25
+SPAM_REFILL_SECONDS: Final = 300.0
 CACHE_SIZE: Final = 4096
 QUEUE_LIMIT: Final = 10_000
 
@@ -40,6 +43,9 @@ class EventRecorder:
         # (uid, type, reason, message) -> (event namespace, event name, count, monotonic time last written)
         self._recent: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
+        self._budgets: OrderedDict[str, tuple[float, float]] = (
+            OrderedDict()
+        )  # uid -> (tokens, monotonic time)
         self.dropped = 0
 
     def start(self) -> None:
@@ -59,11 +65,25 @@ class EventRecorder:
         self._task = None
 
     def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        """Record an event about ``obj``; returns at once."""
+        """Record an event about ``obj``; returns at once. Floods about one object are dropped, as client-go does."""
+        if not self._allow(str(metadata(obj).get("uid") or metadata(obj).get("name"))):
+            self.dropped += 1
+            return
         try:
             self._queue.put_nowait((obj, type_, reason, message, datetime.now(UTC)))
         except asyncio.QueueFull:
             self.dropped += 1
+
+    def _allow(self, key: str) -> bool:
+        now = time.monotonic()
+        tokens, stamp = self._budgets.get(key, (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - stamp) / SPAM_REFILL_SECONDS)
+        allowed = tokens >= 1.0
+        self._budgets[key] = (tokens - 1.0 if allowed else tokens, now)
+        self._budgets.move_to_end(key)
+        while len(self._budgets) > CACHE_SIZE:
+            self._budgets.popitem(last=False)
+        return allowed
 
     def normal(self, obj: Obj, reason: str, message: str) -> None:
         self.event(obj, NORMAL, reason, message)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,6 +23,12 @@ class LocalCluster(BaseModel):
     name: str
     # 0 picks a free port (the one used last time, when it is still free).
     port: Annotated[int, Field(ge=0, le=65535)] = 0
+    # The embedded controllers that run against this cluster.
+    controllers: list[Literal["job"]] = Field(default_factory=lambda: list[Literal["job"]](["job"]))
+    # How the local kubelet runs pods: as local processes, simulated, or not at all.
+    kubelet: Literal["process", "simulate", "none"] = "process"
+    # How many pods the node runs at once; the rest wait Pending.
+    capacity_pods: Annotated[int, Field(ge=1)] = 110
 
     @field_validator("name")
     @classmethod

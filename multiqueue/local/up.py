@@ -22,6 +22,7 @@ import yaml
 
 from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
+from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
 
 READY_TIMEOUT = 30.0
@@ -34,6 +35,7 @@ class LocalClusters:
         self.config = config
         self.state_dir = state_dir
         self.servers: dict[str, ApiServer] = {}
+        self.components: dict[str, ClusterComponents] = {}
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -54,11 +56,22 @@ class LocalClusters:
         except BaseException:
             await self.stop()
             raise
-        await asyncio.to_thread(
-            _write_private, self.kubeconfig_path, yaml.safe_dump(self.kubeconfig(), sort_keys=False)
-        )
+        kubeconfig = await asyncio.to_thread(self.kubeconfig)
+        try:
+            for cluster in self.config.clusters:
+                components = ClusterComponents(cluster, kubeconfig, self._cluster_dir(cluster.name) / "logs")
+                self.components[cluster.name] = components
+                await components.start()
+        except BaseException:
+            await self.stop()
+            raise
+        text = await asyncio.to_thread(lambda: yaml.safe_dump(kubeconfig, sort_keys=False))
+        await asyncio.to_thread(_write_private, self.kubeconfig_path, text)
 
     async def stop(self) -> None:
+        for components in reversed(list(self.components.values())):
+            await components.stop()
+        self.components.clear()
         for server in reversed(list(self.servers.values())):
             await server.stop()
         self.servers.clear()

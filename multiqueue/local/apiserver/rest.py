@@ -236,7 +236,7 @@ class Rest:
         dry_run: bool = False,
     ) -> Obj:
         old = self._current(rtype, namespace, name)
-        base = copy.deepcopy(old)
+        base = old  # every patch function returns a new object and leaves its input alone
         try:
             if content_type == JSON_PATCH:
                 new = patches.apply_json_patch(base, body)
@@ -436,7 +436,8 @@ class Rest:
     def _decode_body(self, rtype: ResourceType, body: Any) -> Obj:
         if not isinstance(body, dict):
             raise _error(400, "BadRequest", f"the body must be a {rtype.kind} object")
-        obj = copy.deepcopy(body)
+        # Bodies are freshly decoded request JSON or copies made by in-process callers: ours to change.
+        obj = dict(body)
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
         if api_version and api_version != rtype.api_version:

@@ -1,0 +1,271 @@
+"""The embedded Job controller: the thin executor around ``job_sync.decide``.
+
+Informers for Jobs and Pods feed a work queue of Job keys; each sync reads the cache, asks ``decide`` what to do,
+and performs it in upstream's order: status first, then the finalizers of pods that status records, then pod
+creates (in slow-start batches) or deletes, then events. Expectations remember creates and deletes not yet seen
+in the cache, so a Job never gets its pods twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from multiqueue.api import jobs
+from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
+from multiqueue.controllers.job_sync import Actions, decide
+from multiqueue.kube.client import JOBS, PODS, KubeClient
+from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.events import EventRecorder
+from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.workqueue import WorkQueue, run_workers
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+COMPONENT: Final = "job-controller"
+JOB_UID_INDEX: Final = "job-uid"
+EXPECTATIONS_TIMEOUT: Final = 300.0
+STATUS_CONFLICT_RETRY: Final = 0.01
+
+
+def _owning_job_uid(pod: Obj) -> list[str]:
+    ref = controller_ref(pod)
+    return [str(ref["uid"])] if ref is not None and ref.get("kind") == "Job" and ref.get("uid") else []
+
+
+@dataclasses.dataclass
+class _Expectation:
+    adds: int = 0
+    deletes: int = 0
+    since: float = dataclasses.field(default_factory=time.monotonic)
+
+    def satisfied(self) -> bool:
+        return (self.adds <= 0 and self.deletes <= 0) or time.monotonic() - self.since > EXPECTATIONS_TIMEOUT
+
+
+@dataclasses.dataclass
+class JobControllerMetrics:
+    """Upstream's job_controller metrics, counted in-process (exported by the telemetry layer)."""
+
+    syncs: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
+    finished: collections.Counter[tuple[str, str, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+    pods_finished: collections.Counter[tuple[str, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+    by_external_controller: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    sync_seconds: list[float] = dataclasses.field(default_factory=list)
+
+
+class JobController:
+    def __init__(
+        self,
+        client: KubeClient,
+        factory: InformerFactory,
+        recorder: EventRecorder,
+        *,
+        workers: int = 4,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.workers = workers
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.jobs: Informer = factory.informer(JOBS)
+        self.pods: Informer = factory.informer(PODS)
+        self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
+        self.queue: WorkQueue[str] = WorkQueue("job-controller")
+        self.metrics = JobControllerMetrics()
+        self._expectations: dict[str, _Expectation] = {}
+        self.jobs.add_handlers(Handlers(on_add=self._job_added, on_update=lambda _o, n: self._enqueue_job(n)))
+        self.pods.add_handlers(
+            Handlers(
+                on_add=self._pod_added,
+                on_update=lambda _o, n: self._enqueue_owner(n),
+                on_delete=self._pod_deleted,
+            )
+        )
+
+    async def run(self) -> None:
+        """Process Jobs until cancelled (the informers are started by their factory)."""
+        await asyncio.gather(self.jobs.wait_for_sync(), self.pods.wait_for_sync())
+        try:
+            await run_workers(self.queue, self.sync, self.workers)
+        finally:
+            self.queue.shut_down()
+
+    # --- event handlers: only enqueue --------------------------------------------------------------------------
+
+    def _job_added(self, job: Obj) -> None:
+        if not jobs.is_managed_by_builtin_controller(job):
+            owner = jobs.managed_by(job) or ""
+            log.debug(
+                "Skip syncing the job as it is managed by an external controller: %s (%s)", key_of(job), owner
+            )
+            self.metrics.by_external_controller[owner] += 1
+            return
+        self.queue.add(key_of(job))
+
+    def _enqueue_job(self, job: Obj) -> None:
+        if jobs.is_managed_by_builtin_controller(job):
+            self.queue.add(key_of(job))
+
+    def _owner_key(self, pod: Obj) -> str | None:
+        ref = controller_ref(pod)
+        if ref is None or ref.get("kind") != "Job":
+            return None
+        return f"{namespace_of(pod)}/{ref.get('name')}"
+
+    def _enqueue_owner(self, pod: Obj) -> None:
+        key = self._owner_key(pod)
+        if key is not None:
+            self.queue.add(key)
+
+    def _pod_added(self, pod: Obj) -> None:
+        key = self._owner_key(pod)
+        if key is not None and key in self._expectations:
+            self._expectations[key].adds -= 1
+        self._enqueue_owner(pod)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        key = self._owner_key(pod)
+        if key is not None and key in self._expectations:
+            self._expectations[key].deletes -= 1
+        self._enqueue_owner(pod)
+
+    # --- one sync ----------------------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        started = time.perf_counter()
+        job = self.jobs.get(key)
+        if job is None:
+            self._expectations.pop(key, None)
+            return
+        expectation = self._expectations.get(key)
+        can_manage = expectation is None or expectation.satisfied()
+        owned = self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid")))
+        actions = decide(job, owned, self.clock(), can_manage_pods=can_manage)
+        if actions.skipped:
+            return
+        action = "pods_created" if actions.create else "pods_deleted" if actions.delete else "reconciling"
+        result = "success"
+        try:
+            await self._execute(key, job, actions)
+        except Exception:
+            result = "error"
+            raise
+        finally:
+            mode = jobs.completion_mode(job)
+            self.metrics.syncs[(mode, result, action)] += 1
+            self.metrics.sync_seconds.append(time.perf_counter() - started)
+
+    async def _execute(self, key: str, job: Obj, actions: Actions) -> None:
+        namespace, name = namespace_of(job), str(metadata(job).get("name"))
+        if actions.delete_job:
+            with contextlib.suppress(NotFound, Conflict):
+                await self.client.delete(
+                    JOBS,
+                    name,
+                    namespace,
+                    propagation="Background",
+                    preconditions={"uid": str(metadata(job).get("uid"))},
+                )
+            return
+        if actions.status is not None:
+            try:
+                await self.client.update_status(JOBS, {**job, "status": actions.status})
+            except Conflict:
+                self.queue.add_after(
+                    key, STATUS_CONFLICT_RETRY
+                )  # our cache is behind; decide again from fresh data
+                return
+            except NotFound:
+                return
+            self._count_finished(job, actions.status)
+        await self._remove_finalizers(actions.remove_finalizers)
+        if actions.delete:
+            await self._delete_pods(key, job, actions.delete)
+        elif actions.create:
+            await self._create_pods(key, job, actions.create)
+        for event in actions.events:
+            self.recorder.event(job, event.type, event.reason, event.message)
+        if actions.requeue_after is not None:
+            self.queue.add_after(key, actions.requeue_after + 0.001)
+
+    def _count_finished(self, job: Obj, status: Obj) -> None:
+        new = {**job, "status": status}
+        finished = jobs.finished_condition(new)
+        if finished is None or jobs.is_finished(job):
+            return
+        conditions = status.get("conditions") or []
+        reason = next((str(c.get("reason", "")) for c in conditions if c.get("type") == finished[0]), "")
+        result = "succeeded" if finished[0] == jobs.COMPLETE else "failed"
+        self.metrics.finished[(jobs.completion_mode(job), result, reason)] += 1
+
+    async def _remove_finalizers(self, pods: list[Obj]) -> None:
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobs.TRACKING_FINALIZER]}}
+
+        async def remove(pod: Obj) -> None:
+            with contextlib.suppress(NotFound):
+                await self.client.patch(
+                    PODS, str(metadata(pod)["name"]), patch, namespace_of(pod), patch_type="strategic"
+                )
+
+        await asyncio.gather(*(remove(p) for p in pods))
+
+    async def _delete_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
+        expectation = self._expectations.setdefault(key, _Expectation())
+        expectation.deletes += len(pods)
+        expectation.since = time.monotonic()
+
+        async def delete(pod: Obj) -> None:
+            name = str(metadata(pod)["name"])
+            try:
+                await self.client.delete(PODS, name, namespace_of(pod))
+                self.recorder.normal(job, "SuccessfulDelete", f"Deleted pod: {name}")
+            except NotFound:
+                expectation.deletes -= 1
+            except KubeError as exc:
+                expectation.deletes -= 1
+                self.recorder.warning(job, "FailedDelete", f"Error deleting: {exc}")
+                raise
+
+        await asyncio.gather(*(delete(p) for p in pods))
+
+    async def _create_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
+        """Slow start: batches of 1, 2, 4, ... stopping at the first failure."""
+        expectation = self._expectations.setdefault(key, _Expectation())
+        expectation.adds += len(pods)
+        expectation.since = time.monotonic()
+        remaining = list(pods)
+        batch = 1
+        while remaining:
+            current, remaining = remaining[:batch], remaining[batch:]
+            results = await asyncio.gather(
+                *(self._create_one(job, p) for p in current), return_exceptions=True
+            )
+            failures = [r for r in results if isinstance(r, BaseException)]
+            expectation.adds -= len(failures)
+            if failures:
+                expectation.adds -= len(remaining)  # not attempted: nothing to wait for
+                raise failures[0]
+            batch *= 2
+
+    async def _create_one(self, job: Obj, pod: Obj) -> None:
+        try:
+            created = await self.client.create(PODS, pod, namespace_of(job))
+        except AlreadyExists:
+            return
+        except KubeError as exc:
+            self.recorder.warning(job, "FailedCreate", f"Error creating: {exc}")
+            raise
+        self.recorder.normal(job, "SuccessfulCreate", f"Created pod: {metadata(created).get('name')}")

@@ -1,0 +1,87 @@
+"""What runs inside a local cluster besides its API server: the embedded controllers and the local kubelet.
+
+They talk to the server through an ordinary client and kubeconfig-style credentials, exactly as they would talk
+to a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from multiqueue.controllers.job import COMPONENT as JOB_CONTROLLER
+from multiqueue.controllers.job import JobController
+from multiqueue.kube.client import KubeClient
+from multiqueue.kube.config import load_credentials
+from multiqueue.kube.events import EventRecorder
+from multiqueue.kube.informer import InformerFactory
+from multiqueue.local.config import LocalCluster
+from multiqueue.local.kubelet import LocalKubelet
+
+log = logging.getLogger(__name__)
+
+
+class ClusterComponents:
+    """The controllers and kubelet of one local cluster, started and stopped together."""
+
+    def __init__(self, cluster: LocalCluster, kubeconfig: dict[str, Any], log_dir: Path) -> None:
+        self.cluster = cluster
+        self.kubeconfig = kubeconfig
+        self.log_dir = log_dir
+        self.client: KubeClient | None = None
+        self.kubelet_client: KubeClient | None = None
+        self.factory: InformerFactory | None = None
+        self.job_controller: JobController | None = None
+        self.kubelet: LocalKubelet | None = None
+        self._recorder: EventRecorder | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        credentials = await load_credentials(config_dict=self.kubeconfig, context=self.cluster.name)
+        self.client = KubeClient(credentials, self.cluster.name)
+        # The kubelet has its own connection, as a node's kubelet has its own credentials.
+        self.kubelet_client = KubeClient(credentials, f"{self.cluster.name}-kubelet")
+        self.factory = InformerFactory(self.client)
+        self._recorder = EventRecorder(self.client, JOB_CONTROLLER)
+        if "job" in self.cluster.controllers:
+            self.job_controller = JobController(self.client, self.factory, self._recorder)
+        self.kubelet = LocalKubelet(
+            self.kubelet_client,
+            self.factory,
+            f"{self.cluster.name}-node",
+            self.cluster.kubelet,
+            self.log_dir,
+            capacity_pods=self.cluster.capacity_pods,
+        )
+        self.factory.start()
+        self._recorder.start()
+        runners = [self.kubelet.run()]
+        if self.job_controller is not None:
+            runners.append(self.job_controller.run())
+        self._tasks = [asyncio.create_task(_logged(r, self.cluster.name)) for r in runners]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._recorder is not None:
+            await self._recorder.stop()
+        if self.factory is not None:
+            await self.factory.stop()
+        for client in (self.client, self.kubelet_client):
+            if client is not None:
+                await client.close()
+
+
+async def _logged(work: Any, cluster: str) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("a component of local cluster %s stopped", cluster)

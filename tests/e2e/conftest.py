@@ -1,0 +1,111 @@
+"""The e2e scenario suite's providers of clusters.
+
+``local`` (always available): ``multiqueue local up``'s clusters, in-process, with the embedded controllers and a
+process kubelet. ``kind`` (real clusters) comes with the deploy/ manifests; where Docker is missing it skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multiqueue.kube.client import KubeClient, Resource
+from multiqueue.local.config import LocalCluster, LocalConfig
+from multiqueue.local.up import LocalClusters
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Clusters:
+    """What a scenario gets: a client per cluster and the kubeconfig a person would use."""
+
+    clients: dict[str, KubeClient]
+    kubeconfig: Path
+
+    def client(self, name: str = "management") -> KubeClient:
+        return self.clients[name]
+
+    async def wait_for(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        predicate: Callable[[Obj], bool],
+        cluster: str = "management",
+        within: float = 60.0,
+    ) -> Obj:
+        """Watch one object until ``predicate`` holds; return it."""
+        client = self.clients[cluster]
+        async with asyncio.timeout(within):
+            while True:
+                current = await client.get(resource, name, namespace)
+                if predicate(current):
+                    return current
+                async for event in client.watch(
+                    resource,
+                    namespace,
+                    field_selector=f"metadata.name={name}",
+                    resource_version=current["metadata"]["resourceVersion"],
+                    timeout_seconds=int(within),
+                ):
+                    if event["type"] != "BOOKMARK" and predicate(event["object"]):
+                        return dict(event["object"])
+
+    async def kubectl(self, *args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(self.kubeconfig), *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        return out.decode()
+
+
+@pytest.fixture
+async def local_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
+    config = LocalConfig(clusters=[LocalCluster(name="management", kubelet="process")])
+    clusters = LocalClusters(config, tmp_path / "state")
+    await clusters.start()
+    try:
+        clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
+        yield Clusters(clients, clusters.kubeconfig_path)
+    finally:
+        await clusters.stop()
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None
+    )
+
+
+def has_condition(type_: str) -> Callable[[Obj], bool]:
+    def check(obj: Obj) -> bool:
+        found = condition(obj, type_)
+        return found is not None and found.get("status") == "True"
+
+    return check
+
+
+def job_body(name: str, command: str, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", command]}],
+                }
+            },
+            **spec,
+        },
+    }

@@ -1,0 +1,113 @@
+"""The embedded Job controller and the process kubelet, end to end on a local cluster."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from multiqueue.kube.client import JOBS, PODS
+from tests.e2e.conftest import Clusters, condition, has_condition, job_body
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_indexed_job_completes_and_logs_show_each_index(local_clusters: Clusters) -> None:
+    client = local_clusters.client()
+    await client.create(
+        JOBS,
+        job_body(
+            "echo", "echo index=$JOB_COMPLETION_INDEX", completionMode="Indexed", completions=5, parallelism=2
+        ),
+        "default",
+    )
+    job = await local_clusters.wait_for(JOBS, "default", "echo", has_condition("Complete"))
+    assert job["status"]["completedIndexes"] == "0-4"
+    assert job["status"]["succeeded"] == 5
+    assert condition(job, "SuccessCriteriaMet") is not None
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=echo")
+    assert sorted(
+        p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods
+    ) == list("01234")
+    assert all(not p["metadata"].get("finalizers") for p in pods), "every pod was counted and released"
+    if shutil.which("kubectl"):
+        index_2 = next(
+            p for p in pods if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "2"
+        )
+        logs = await local_clusters.kubectl("logs", index_2["metadata"]["name"])
+        assert logs.strip() == "index=2"
+
+
+async def test_suspend_part_way_then_resume_keeps_completed_indexes(
+    local_clusters: Clusters, tmp_path: Path
+) -> None:
+    client = local_clusters.client()
+    gate = tmp_path / "go"
+    command = f'if [ "$JOB_COMPLETION_INDEX" -lt 2 ] || [ -f {gate} ]; then echo done; else sleep 60; fi'
+    await client.create(
+        JOBS, job_body("pausable", command, completionMode="Indexed", completions=4, parallelism=4), "default"
+    )
+    await local_clusters.wait_for(
+        JOBS, "default", "pausable", lambda j: (j.get("status") or {}).get("completedIndexes") == "0,1"
+    )
+    await client.patch(JOBS, "pausable", {"spec": {"suspend": True}}, "default")
+    suspended = await local_clusters.wait_for(
+        JOBS,
+        "default",
+        "pausable",
+        lambda j: has_condition("Suspended")(j) and not (j.get("status") or {}).get("active"),
+    )
+    assert suspended["status"]["completedIndexes"] == "0,1"
+    assert suspended["status"].get("failed", 0) == 0, "pods stopped by suspension are not failures"
+    gate.touch()
+    await client.patch(JOBS, "pausable", {"spec": {"suspend": False}}, "default")
+    done = await local_clusters.wait_for(JOBS, "default", "pausable", has_condition("Complete"))
+    assert done["status"]["completedIndexes"] == "0-3"
+    resumed = condition(done, "Suspended")
+    assert resumed is not None and resumed["reason"] == "JobResumed"
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=pausable")
+    indexes = [p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods]
+    assert indexes.count("0") == 1 and indexes.count("1") == 1, "completed indexes did not run again"
+
+
+async def test_failing_pods_exhaust_the_backoff_limit(local_clusters: Clusters) -> None:
+    client = local_clusters.client()
+    await client.create(JOBS, job_body("failing", "exit 1", backoffLimit=0), "default")
+    job = await local_clusters.wait_for(JOBS, "default", "failing", has_condition("Failed"))
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    target = condition(job, "FailureTarget")
+    assert target is not None and target["lastTransitionTime"] <= failed["lastTransitionTime"]
+    assert job["status"]["failed"] == 1
+
+
+async def test_pod_failure_policy_fails_the_job_at_once(local_clusters: Clusters) -> None:
+    client = local_clusters.client()
+    body = job_body(
+        "exit42",
+        "exit 42",
+        backoffLimit=6,
+        podFailurePolicy={
+            "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]
+        },
+    )
+    await client.create(JOBS, body, "default")
+    job = await local_clusters.wait_for(JOBS, "default", "exit42", has_condition("Failed"))
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["reason"] == "PodFailurePolicy"
+    assert job["status"]["failed"] == 1, "no retry after a FailJob rule matched"
+
+
+async def test_job_managed_by_another_controller_gets_no_pods(local_clusters: Clusters) -> None:
+    client = local_clusters.client()
+    await client.create(JOBS, job_body("foreign", "true", managedBy="example.com/other"), "default")
+    # A Job the controller does handle, created after, completes; by then the foreign one would have pods.
+    await client.create(JOBS, job_body("ours", "true"), "default")
+    await local_clusters.wait_for(JOBS, "default", "ours", has_condition("Complete"))
+    foreign_pods, _ = await client.list(
+        PODS, "default", label_selector="batch.kubernetes.io/job-name=foreign"
+    )
+    assert foreign_pods == []
+    foreign = await client.get(JOBS, "foreign", "default")
+    assert not foreign.get("status")
