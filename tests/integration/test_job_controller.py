@@ -1,0 +1,112 @@
+"""The Job controller against an in-process cluster with no kubelet: the test plays the kubelet through the API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from multiqueue.controllers.job import JobController
+from multiqueue.kube.client import EVENTS, JOBS, PODS, KubeClient
+from multiqueue.kube.events import EventRecorder
+from multiqueue.kube.informer import InformerFactory
+from multiqueue.local.apiserver.server import ApiServer
+from tests.support.clients import client_for
+from tests.support.waiting import Changes
+
+
+@dataclass
+class Harness:
+    client: KubeClient
+    controller: JobController
+    changes: Changes
+
+
+@pytest.fixture
+async def harness(apiserver: ApiServer) -> AsyncIterator[Harness]:
+    client = await client_for(apiserver)
+    factory = InformerFactory(client)
+    recorder = EventRecorder(client, "job-controller")
+    controller = JobController(client, factory, recorder)
+    changes = Changes(controller.jobs, controller.pods)
+    factory.start()
+    recorder.start()
+    task = asyncio.create_task(controller.run())
+    yield Harness(client, controller, changes)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await recorder.stop()
+    await factory.stop()
+    await client.close()
+
+
+def _job(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
+            **spec,
+        },
+    }
+
+
+def _condition(job: dict[str, Any] | None, type_: str) -> bool:
+    return any(
+        c["type"] == type_ and c["status"] == "True"
+        for c in ((job or {}).get("status") or {}).get("conditions", [])
+    )
+
+
+async def _finish(client: KubeClient, pod: dict[str, Any], phase: str, code: int) -> None:
+    status = {
+        "phase": phase,
+        "containerStatuses": [
+            {"name": "c", "state": {"terminated": {"exitCode": code, "finishedAt": "2026-01-01T00:00:00Z"}}}
+        ],
+    }
+    await client.patch(PODS, pod["metadata"]["name"], {"status": status}, "default", subresource="status")
+
+
+async def test_pods_driven_through_the_api_complete_the_job(harness: Harness) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await client.create(JOBS, _job("driven", completions=3, parallelism=3), "default")
+    await changes.until(lambda: len(controller.pods.objects("default")) == 3)
+    for pod in controller.pods.objects("default"):
+        assert pod["metadata"]["finalizers"] == ["batch.kubernetes.io/job-tracking"]
+        await _finish(client, pod, "Succeeded", 0)
+    await changes.until(lambda: _condition(controller.jobs.get("default/driven"), "Complete"))
+    job = controller.jobs.get("default/driven")
+    assert job is not None and job["status"]["succeeded"] == 3
+    await changes.until(
+        lambda: all(not p["metadata"].get("finalizers") for p in controller.pods.objects("default"))
+    )
+    events, _ = await client.list(EVENTS, "default", field_selector="involvedObject.name=driven")
+    assert {"SuccessfulCreate", "Completed"} <= {e["reason"] for e in events}
+
+
+async def test_failed_pod_is_replaced_until_the_backoff_limit(harness: Harness) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await client.create(JOBS, _job("flaky", completions=1, parallelism=1, backoffLimit=0), "default")
+    await changes.until(lambda: len(controller.pods.objects("default")) == 1)
+    await _finish(client, controller.pods.objects("default")[0], "Failed", 1)
+    await changes.until(lambda: _condition(controller.jobs.get("default/flaky"), "Failed"))
+    job = controller.jobs.get("default/flaky")
+    assert job is not None and job["status"]["failed"] == 1
+    assert len(controller.pods.objects("default")) == 1, "backoffLimit 0: no replacement"
+
+
+async def test_parallelism_change_deletes_excess_pods(harness: Harness) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await client.create(JOBS, _job("scaled", completions=10, parallelism=4), "default")
+    await changes.until(lambda: len(controller.pods.objects("default")) == 4)
+    await client.patch(JOBS, "scaled", {"spec": {"parallelism": 1}}, "default")
+    # Unscheduled pods are removed at once; the Job keeps one.
+    await changes.until(lambda: len(controller.pods.objects("default")) == 1)
+    await changes.until(
+        lambda: (controller.jobs.get("default/scaled") or {}).get("status", {}).get("active") == 1
+    )
