@@ -12,6 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from multiqueue.controllers.cronjob import COMPONENT as CRONJOB_CONTROLLER
+from multiqueue.controllers.cronjob import CronJobController
 from multiqueue.controllers.job import COMPONENT as JOB_CONTROLLER
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
@@ -35,8 +37,9 @@ class ClusterComponents:
         self.kubelet_client: KubeClient | None = None
         self.factory: InformerFactory | None = None
         self.job_controller: JobController | None = None
+        self.cronjob_controller: CronJobController | None = None
         self.kubelet: LocalKubelet | None = None
-        self._recorder: EventRecorder | None = None
+        self._recorders: list[EventRecorder] = []
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -45,9 +48,14 @@ class ClusterComponents:
         # The kubelet has its own connection, as a node's kubelet has its own credentials.
         self.kubelet_client = KubeClient(credentials, f"{self.cluster.name}-kubelet")
         self.factory = InformerFactory(self.client)
-        self._recorder = EventRecorder(self.client, JOB_CONTROLLER)
         if "job" in self.cluster.controllers:
-            self.job_controller = JobController(self.client, self.factory, self._recorder)
+            recorder = EventRecorder(self.client, JOB_CONTROLLER)
+            self._recorders.append(recorder)
+            self.job_controller = JobController(self.client, self.factory, recorder)
+        if "cronjob" in self.cluster.controllers:
+            recorder = EventRecorder(self.client, CRONJOB_CONTROLLER)
+            self._recorders.append(recorder)
+            self.cronjob_controller = CronJobController(self.client, self.factory, recorder)
         self.kubelet = LocalKubelet(
             self.kubelet_client,
             self.factory,
@@ -57,10 +65,12 @@ class ClusterComponents:
             capacity_pods=self.cluster.capacity_pods,
         )
         self.factory.start()
-        self._recorder.start()
+        for recorder in self._recorders:
+            recorder.start()
         runners = [self.kubelet.run()]
-        if self.job_controller is not None:
-            runners.append(self.job_controller.run())
+        for controller in (self.job_controller, self.cronjob_controller):
+            if controller is not None:
+                runners.append(controller.run())
         self._tasks = [asyncio.create_task(_logged(r, self.cluster.name)) for r in runners]
 
     async def stop(self) -> None:
@@ -69,8 +79,8 @@ class ClusterComponents:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._recorder is not None:
-            await self._recorder.stop()
+        for recorder in self._recorders:
+            await recorder.stop()
         if self.factory is not None:
             await self.factory.stop()
         for client in (self.client, self.kubelet_client):

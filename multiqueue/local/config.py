@@ -17,6 +17,10 @@ class ConfigError(Exception):
     """A configuration problem, phrased as one line that names the field."""
 
 
+def _all_controllers() -> list[Literal["job", "cronjob"]]:
+    return ["job", "cronjob"]
+
+
 class LocalCluster(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -24,7 +28,7 @@ class LocalCluster(BaseModel):
     # 0 picks a free port (the one used last time, when it is still free).
     port: Annotated[int, Field(ge=0, le=65535)] = 0
     # The embedded controllers that run against this cluster.
-    controllers: list[Literal["job"]] = Field(default_factory=lambda: list[Literal["job"]](["job"]))
+    controllers: list[Literal["job", "cronjob"]] = Field(default_factory=lambda: _all_controllers())
     # How the local kubelet runs pods: as local processes, simulated, or not at all.
     kubelet: Literal["process", "simulate", "none"] = "process"
     # How many pods the node runs at once; the rest wait Pending.

@@ -57,6 +57,26 @@ class Clusters:
                     if event["type"] != "BOOKMARK" and predicate(event["object"]):
                         return dict(event["object"])
 
+    async def wait_gone(
+        self, resource: Resource, namespace: str, name: str, cluster: str = "management", within: float = 60.0
+    ) -> None:
+        """Watch until the object no longer exists."""
+        client = self.clients[cluster]
+        async with asyncio.timeout(within):
+            items, rv = await client.list(resource, namespace, field_selector=f"metadata.name={name}")
+            if not items:
+                return
+            async for event in client.watch(
+                resource,
+                namespace,
+                field_selector=f"metadata.name={name}",
+                resource_version=rv,
+                timeout_seconds=int(within),
+            ):
+                if event["type"] == "DELETED":
+                    return
+            raise AssertionError(f"{resource.plural} {namespace}/{name} still exists")
+
     async def kubectl(self, *args: str) -> str:
         process = await asyncio.create_subprocess_exec(
             "kubectl", "--kubeconfig", str(self.kubeconfig), *args,

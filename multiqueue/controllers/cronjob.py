@@ -1,0 +1,147 @@
+"""The embedded CronJob controller: the executor around ``cronjob_sync.decide``.
+
+Informers for CronJobs and Jobs (Jobs indexed by their owning CronJob) feed a work queue of CronJob keys. A sync
+deletes what history limits or the Replace policy ask for (background propagation), creates the scheduled Job
+(adopting it when it already exists and is ours), records it in ``status.active`` with ``lastScheduleTime``, and
+requeues the CronJob for its next schedule time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from multiqueue.api import jobs
+from multiqueue.api.meta import controller_ref, is_controlled_by, key_of, metadata, namespace_of
+from multiqueue.controllers.cronjob_sync import Actions, decide
+from multiqueue.kube.client import CRONJOBS, JOBS, KubeClient
+from multiqueue.kube.errors import AlreadyExists, Conflict, NotFound
+from multiqueue.kube.events import EventRecorder
+from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.workqueue import WorkQueue, run_workers
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+COMPONENT: Final = "cronjob-controller"
+CRONJOB_UID_INDEX: Final = "cronjob-uid"
+
+
+def _owning_cronjob_uid(job: Obj) -> list[str]:
+    ref = controller_ref(job)
+    return [str(ref["uid"])] if ref is not None and ref.get("kind") == "CronJob" and ref.get("uid") else []
+
+
+def _active_ref(job: Obj) -> Obj:
+    meta = metadata(job)
+    return {
+        "kind": "Job",
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "apiVersion": "batch/v1",
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+
+
+class CronJobController:
+    def __init__(
+        self,
+        client: KubeClient,
+        factory: InformerFactory,
+        recorder: EventRecorder,
+        *,
+        workers: int = 2,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.workers = workers
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.cronjobs: Informer = factory.informer(CRONJOBS)
+        self.jobs: Informer = factory.informer(JOBS)
+        self.jobs.add_index(CRONJOB_UID_INDEX, _owning_cronjob_uid)
+        self.queue: WorkQueue[str] = WorkQueue("cronjob-controller")
+        self.cronjobs.add_handlers(
+            Handlers(
+                on_add=lambda c: self.queue.add(key_of(c)), on_update=lambda _o, c: self.queue.add(key_of(c))
+            )
+        )
+        self.jobs.add_handlers(
+            Handlers(
+                on_add=self._enqueue_owner,
+                on_update=lambda _o, j: self._enqueue_owner(j),
+                on_delete=self._enqueue_owner,
+            )
+        )
+
+    async def run(self) -> None:
+        await asyncio.gather(self.cronjobs.wait_for_sync(), self.jobs.wait_for_sync())
+        try:
+            await run_workers(self.queue, self.sync, self.workers)
+        finally:
+            self.queue.shut_down()
+
+    def _enqueue_owner(self, job: Obj) -> None:
+        ref = controller_ref(job)
+        if ref is not None and ref.get("kind") == "CronJob":
+            self.queue.add(f"{namespace_of(job)}/{ref.get('name')}")
+
+    async def sync(self, key: str) -> None:
+        cronjob = self.cronjobs.get(key)
+        if cronjob is None:
+            return
+        owned = self.jobs.by_index(CRONJOB_UID_INDEX, str(metadata(cronjob).get("uid")))
+        actions = decide(cronjob, owned, self.clock())
+        await self._execute(key, cronjob, actions)
+
+    async def _execute(self, key: str, cronjob: Obj, actions: Actions) -> None:
+        for job in actions.delete:
+            with contextlib.suppress(NotFound, Conflict):
+                await self.client.delete(
+                    JOBS,
+                    str(metadata(job)["name"]),
+                    namespace_of(job),
+                    propagation="Background",
+                    preconditions={"uid": str(metadata(job).get("uid"))},
+                )
+        status = actions.status
+        if actions.create is not None:
+            created = await self._create(cronjob, actions.create)
+            if created is None:
+                status = None  # not ours or not created: leave lastScheduleTime alone and try again
+            else:
+                status = dict(status if status is not None else cronjob.get("status") or {})
+                if not jobs.is_finished(created):
+                    status["active"] = [*status.get("active", []), _active_ref(created)]
+        if status is not None:
+            try:
+                await self.client.update_status(CRONJOBS, {**cronjob, "status": status})
+            except Conflict:
+                self.queue.add_after(key, 0.01)
+                return
+            except NotFound:
+                return
+        for event in actions.events:
+            self.recorder.event(cronjob, event.type, event.reason, event.message)
+        if actions.requeue_after is not None:
+            self.queue.add_after(key, actions.requeue_after)
+
+    async def _create(self, cronjob: Obj, job: Obj) -> Obj | None:
+        name = str(metadata(job)["name"])
+        try:
+            created = await self.client.create(JOBS, job, namespace_of(cronjob))
+        except AlreadyExists:
+            existing = await self.client.get(JOBS, name, namespace_of(cronjob))
+            if is_controlled_by(existing, cronjob):
+                return existing  # made by us before a restart: adopt it
+            self.recorder.warning(
+                cronjob, "FailedCreate", f"Error creating job: job {name} exists and is not ours"
+            )
+            return None
+        self.recorder.normal(cronjob, "SuccessfulCreate", f"Created job {name}")
+        return created
