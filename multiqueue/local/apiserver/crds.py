@@ -12,6 +12,7 @@ from typing import Any
 
 from multiqueue.api.meta import as_dict, condition_is_true, metadata, set_condition
 from multiqueue.local.apiserver.registry import CRD_KEY, Registry
+from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError, Rest
 from multiqueue.local.apiserver.store import Event, Store
 
@@ -26,6 +27,9 @@ class CrdController:
         self.clock = clock
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._removed: list[
+            ResourceType
+        ] = []  # kinds whose CRD went: their objects are deleted in the background
 
     def start(self) -> None:
         """Serve every CRD already Established before the first request arrives."""
@@ -44,8 +48,14 @@ class CrdController:
                 await self._task
 
     def _on_event(self, event: Event) -> None:
-        if event.resource == CRD_KEY:
-            self._queue.put_nowait(event)
+        if event.resource != CRD_KEY:
+            return
+        # Serve (or stop serving) at once, before any client can see the event that says so.
+        if event.type == "DELETED":
+            self._removed.extend(self.registry.remove_crd(str(metadata(event.obj).get("name")))[:1])
+        elif condition_is_true(as_dict(event.obj.get("status")).get("conditions"), "Established"):
+            self.registry.apply_crd(event.obj)
+        self._queue.put_nowait(event)
 
     async def _run(self) -> None:
         while True:
@@ -60,7 +70,8 @@ class CrdController:
     async def _sync(self, event: Event) -> None:
         name = str(metadata(event.obj).get("name"))
         if event.type == "DELETED":
-            for rtype in self.registry.remove_crd(name)[:1]:
+            removed, self._removed = self._removed, []
+            for rtype in removed:
                 for obj in self.store.list_objects(rtype.key):
                     meta = metadata(obj)
                     await self.store.remove(
@@ -70,10 +81,8 @@ class CrdController:
         crd = self.store.get(CRD_KEY, "", name)
         if crd is None:
             return
-        conditions = as_dict(crd.get("status")).get("conditions")
-        if condition_is_true(conditions, "Established"):
-            self.registry.apply_crd(crd)
-            return
+        if condition_is_true(as_dict(crd.get("status")).get("conditions"), "Established"):
+            return  # served since the event arrived
         updated = copy.deepcopy(crd)
         status = as_dict(updated.setdefault("status", {}))
         new_conditions = list(status.get("conditions") or [])
