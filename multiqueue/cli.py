@@ -20,6 +20,7 @@ import yaml
 from multiqueue import __version__
 from multiqueue.api import manifests
 from multiqueue.local.config import ConfigError, load_local_config
+from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
 
 USAGE_ERROR = 2
@@ -119,6 +120,13 @@ async def _serve_local(clusters: LocalClusters) -> int:
     return 0
 
 
+def _local_demo(args: argparse.Namespace) -> int:
+    """Dispatch one Job across local clusters and print a summary."""
+    state_dir = Path(args.state_dir) if args.state_dir else None
+    completed = asyncio.run(run_demo(state_dir, lambda line: print(line, flush=True)))
+    return 0 if completed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="multiqueue",
@@ -150,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="where objects, tokens and the kubeconfig live (default: %(default)s)",
     )
     up.set_defaults(handler=_local_up)
+    demo = local_commands.add_parser(
+        "demo",
+        help="start local clusters, dispatch an Indexed Job to a worker, print a summary",
+        description="Run the whole system once on this machine: a Job submitted to the management cluster runs on "
+        "a worker and its status comes back.",
+    )
+    demo.add_argument(
+        "--state-dir", metavar="DIR", help="keep the clusters' state here (default: a new temporary folder)"
+    )
+    demo.set_defaults(handler=_local_demo)
     return parser
 
 

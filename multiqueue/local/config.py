@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from multiqueue.api.meta import dns1123_label_errors
 
@@ -22,7 +22,7 @@ def _all_controllers() -> list[Literal["job", "cronjob"]]:
 
 
 class LocalCluster(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
     # 0 picks a free port (the one used last time, when it is still free).
@@ -32,7 +32,7 @@ class LocalCluster(BaseModel):
     # How the local kubelet runs pods: as local processes, simulated, or not at all.
     kubelet: Literal["process", "simulate", "none"] = "process"
     # How many pods the node runs at once; the rest wait Pending.
-    capacity_pods: Annotated[int, Field(ge=1)] = 110
+    capacity_pods: Annotated[int, Field(ge=1, alias="capacityPods")] = 110
 
     @field_validator("name")
     @classmethod
@@ -43,10 +43,34 @@ class LocalCluster(BaseModel):
         return value
 
 
+class LocalManager(BaseModel):
+    """The multiqueue manager over local clusters: which one is the management cluster, which are workers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    management: str = "management"
+    workers: Annotated[list[str], Field(min_length=1)] = Field(
+        default_factory=lambda: ["worker-1", "worker-2"]
+    )
+    placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+
+
 class LocalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     clusters: Annotated[list[LocalCluster], Field(min_length=1)]
+    manager: LocalManager | None = None
+
+    @model_validator(mode="after")
+    def _manager_names_clusters(self) -> LocalConfig:
+        if self.manager is not None:
+            known = {c.name for c in self.clusters}
+            for name in (self.manager.management, *self.manager.workers):
+                if name not in known:
+                    raise ValueError(f"manager names cluster {name!r}, which is not in clusters")
+            if self.manager.management in self.manager.workers:
+                raise ValueError("the management cluster cannot also be a worker")
+        return self
 
     @field_validator("clusters")
     @classmethod
@@ -62,7 +86,10 @@ def load_local_config(path: Path | None) -> LocalConfig:
     """Read and validate the file; every problem becomes a :class:`ConfigError` naming the field."""
     if path is None and not DEFAULT_CONFIG.exists():
         # Installed without the source tree: the same three clusters clusters/local.yaml describes.
-        return LocalConfig(clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")])
+        return LocalConfig(
+            clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
+            manager=LocalManager(),
+        )
     source = path or DEFAULT_CONFIG
     try:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))

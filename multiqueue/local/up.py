@@ -20,6 +20,8 @@ from typing import Any
 import aiohttp
 import yaml
 
+from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.dispatch.manager import Manager
 from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
@@ -36,6 +38,7 @@ class LocalClusters:
         self.state_dir = state_dir
         self.servers: dict[str, ApiServer] = {}
         self.components: dict[str, ClusterComponents] = {}
+        self.manager: Manager | None = None
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -67,8 +70,31 @@ class LocalClusters:
             raise
         text = await asyncio.to_thread(lambda: yaml.safe_dump(kubeconfig, sort_keys=False))
         await asyncio.to_thread(_write_private, self.kubeconfig_path, text)
+        if self.config.manager is not None:
+            self.manager = Manager(self.manager_config())
+            try:
+                await self.manager.start()
+            except BaseException:
+                await self.stop()
+                raise
+
+    def manager_config(self) -> ManagerConfig:
+        """The manager's config for these clusters: every context in the one kubeconfig."""
+        local = self.config.manager
+        assert local is not None
+        path = self.kubeconfig_path
+        return ManagerConfig.model_validate(
+            {
+                "management": {"kubeconfig": path, "context": local.management},
+                "workers": [{"name": w, "kubeconfig": path, "context": w} for w in local.workers],
+                "placement": local.placement,
+            }
+        )
 
     async def stop(self) -> None:
+        if self.manager is not None:
+            await self.manager.stop()
+            self.manager = None
         for components in reversed(list(self.components.values())):
             await components.stop()
         self.components.clear()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from multiqueue.kube.client import KubeClient, Resource
-from multiqueue.local.config import LocalCluster, LocalConfig
+from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
 
 Obj = dict[str, Any]
@@ -27,6 +27,7 @@ class Clusters:
 
     clients: dict[str, KubeClient]
     kubeconfig: Path
+    local: LocalClusters | None = None
 
     def client(self, name: str = "management") -> KubeClient:
         return self.clients[name]
@@ -40,21 +41,22 @@ class Clusters:
         cluster: str = "management",
         within: float = 60.0,
     ) -> Obj:
-        """Watch one object until ``predicate`` holds; return it."""
+        """Watch one object (which may not exist yet) until ``predicate`` holds; return it."""
         client = self.clients[cluster]
+        selector = f"metadata.name={name}"
         async with asyncio.timeout(within):
             while True:
-                current = await client.get(resource, name, namespace)
-                if predicate(current):
-                    return current
+                items, rv = await client.list(resource, namespace, field_selector=selector)
+                if items and predicate(items[0]):
+                    return items[0]
                 async for event in client.watch(
                     resource,
                     namespace,
-                    field_selector=f"metadata.name={name}",
-                    resource_version=current["metadata"]["resourceVersion"],
+                    field_selector=selector,
+                    resource_version=rv,
                     timeout_seconds=int(within),
                 ):
-                    if event["type"] != "BOOKMARK" and predicate(event["object"]):
+                    if event["type"] in ("ADDED", "MODIFIED") and predicate(event["object"]):
                         return dict(event["object"])
 
     async def wait_gone(
@@ -95,6 +97,33 @@ async def local_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
     try:
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
         yield Clusters(clients, clusters.kubeconfig_path)
+    finally:
+        await clusters.stop()
+
+
+@pytest.fixture
+async def dispatching_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
+    """management, worker-1 (region=eu) and worker-2 (region=us), with the manager dispatching to the workers."""
+    config = LocalConfig(
+        clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
+        manager=LocalManager(),
+    )
+    clusters = LocalClusters(config, tmp_path / "state")
+    await clusters.start()
+    assert clusters.manager is not None
+    await clusters.manager.stop()
+    clusters.manager = None
+    # Restart the manager with labelled workers (selectors need them).
+    from multiqueue.dispatch.manager import Manager
+
+    manager_config = clusters.manager_config()
+    manager_config.workers[0].labels = {"region": "eu"}
+    manager_config.workers[1].labels = {"region": "us"}
+    clusters.manager = Manager(manager_config)
+    await clusters.manager.start()
+    try:
+        clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
+        yield Clusters(clients, clusters.kubeconfig_path, clusters)
     finally:
         await clusters.stop()
 

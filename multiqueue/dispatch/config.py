@@ -1,0 +1,81 @@
+"""The manager's configuration file: the management cluster, the workers, and how Jobs are placed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from multiqueue.api.meta import dns1123_label_errors
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased as one line that names the field."""
+
+
+class ClusterRef(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    kubeconfig: Path
+    context: str | None = None
+    # Only for test clusters: accept kubeconfigs that turn certificate checks off.
+    allow_insecure: bool = Field(False, alias="allowInsecure")
+
+
+class WorkerConfig(ClusterRef):
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        problems = dns1123_label_errors(value)
+        if problems:
+            raise ValueError(problems[0])
+        return value
+
+
+class ManagerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # The value of the multiqueue.dev/origin label on every mirror this manager makes.
+    name: str = "multiqueue"
+    managed_by: str = Field("multiqueue.dev/dispatcher", alias="managedBy")
+    management: ClusterRef
+    workers: Annotated[list[WorkerConfig], Field(min_length=1)]
+    placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    embedded_controllers: list[Literal["job", "cronjob"]] = Field(
+        default_factory=list, alias="embeddedControllers"
+    )
+    metrics_address: str = Field("127.0.0.1:8080", alias="metricsAddress")
+
+    @field_validator("workers")
+    @classmethod
+    def _unique(cls, workers: list[WorkerConfig]) -> list[WorkerConfig]:
+        names = [w.name for w in workers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate worker name {duplicates[0]!r}")
+        return workers
+
+
+def load_manager_config(path: Path) -> ManagerConfig:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    try:
+        config = ManagerConfig.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"config {path}: {location}: {first['msg']}") from exc
+    base = path.parent
+    for ref in (config.management, *config.workers):
+        if not ref.kubeconfig.is_absolute():
+            ref.kubeconfig = base / ref.kubeconfig
+    return config

@@ -1,0 +1,260 @@
+"""The dispatcher: runs managedBy Jobs of the management cluster on workers and mirrors their status back.
+
+One informer for the kind on the management cluster and one per worker (mirrors only, by our origin label) feed
+a work queue of Job keys. A sync reads both caches, asks ``lifecycle.decide``, and performs the actions: place
+(one patch: finalizer + cluster label), create the namespace if the worker lacks it and the mirror, suspend or
+resume the mirror, write the user's status, delete mirrors, release the finalizer, record events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import time
+from typing import Any, Final
+
+from multiqueue.api.meta import as_list, key_of, metadata, namespace_of
+from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, GenericJob, Obj
+from multiqueue.dispatch.lifecycle import Actions, decide
+from multiqueue.dispatch.placement import WorkerView
+from multiqueue.kube.client import NAMESPACES, KubeClient
+from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.events import EventRecorder
+from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.workqueue import WorkQueue, run_workers
+
+log = logging.getLogger(__name__)
+
+COMPONENT: Final = "multiqueue-dispatcher"
+RETRY_SOON: Final = 0.05
+
+
+@dataclasses.dataclass
+class Worker:
+    name: str
+    client: KubeClient
+    labels: dict[str, str]
+    informer: Informer
+    namespaces: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class DispatcherMetrics:
+    dispatched: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    rejected: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    dispatch_latency: list[float] = dataclasses.field(default_factory=list)
+    status_sync_latency: list[float] = dataclasses.field(default_factory=list)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        adapter: GenericJob,
+        management: KubeClient,
+        management_factory: InformerFactory,
+        workers: dict[str, tuple[KubeClient, InformerFactory, dict[str, str]]],
+        recorder: EventRecorder,
+        *,
+        origin: str,
+        managed_by: str,
+        policy: str,
+        workers_count: int = 8,
+    ) -> None:
+        self.adapter = adapter
+        self.management = management
+        self.recorder = recorder
+        self.origin = origin
+        self.managed_by = managed_by
+        self.policy = policy
+        self.workers_count = workers_count
+        self.users: Informer = management_factory.informer(adapter.resource)
+        self.queue: WorkQueue[str] = WorkQueue("dispatcher")
+        self.metrics = DispatcherMetrics()
+        self._turn = 0
+        self._seen_at: dict[str, float] = {}
+        self.workers: dict[str, Worker] = {}
+        for name, (client, factory, labels) in workers.items():
+            informer = factory.informer(adapter.resource, label_selector=f"{ORIGIN_LABEL}={origin}")
+            informer.add_handlers(
+                Handlers(
+                    on_add=self._mirror_changed,
+                    on_update=lambda _o, m: self._mirror_changed(m),
+                    on_delete=self._mirror_changed,
+                )
+            )
+            self.workers[name] = Worker(name, client, labels, informer)
+        self.users.add_handlers(
+            Handlers(
+                on_add=self._user_changed,
+                on_update=lambda _o, u: self._user_changed(u),
+                on_delete=self._user_changed,
+            )
+        )
+
+    async def run(self) -> None:
+        await asyncio.gather(
+            self.users.wait_for_sync(), *(w.informer.wait_for_sync() for w in self.workers.values())
+        )
+        try:
+            await run_workers(self.queue, self.sync, self.workers_count)
+        finally:
+            self.queue.shut_down()
+
+    # --- handlers ----------------------------------------------------------------------------------------------
+
+    def _relevant(self, user: Obj) -> bool:
+        return self.adapter.managed_by(user) == self.managed_by or MIRROR_FINALIZER in as_list(
+            metadata(user).get("finalizers")
+        )
+
+    def _user_changed(self, user: Obj) -> None:
+        if self._relevant(user):
+            key = key_of(user)
+            self._seen_at.setdefault(key, time.monotonic())
+            self.queue.add(key)
+
+    def _mirror_changed(self, mirror: Obj) -> None:
+        self.queue.add(key_of(mirror))
+
+    # --- sync --------------------------------------------------------------------------------------------------
+
+    def worker_views(self) -> list[WorkerView]:
+        views = []
+        for worker in self.workers.values():
+            load = sum(1 for m in worker.informer.objects() if not self.adapter.is_finished(m))
+            views.append(WorkerView(worker.name, worker.labels, worker.informer.has_synced, load))
+        return views
+
+    async def sync(self, key: str) -> None:
+        user = self.users.get(key)
+        mirrors = {name: m for name, w in self.workers.items() if (m := w.informer.get(key)) is not None}
+        if user is None:
+            # The user's Job is gone for good: any mirror of it is garbage.
+            for name, mirror in mirrors.items():
+                await self._delete_mirror(name, mirror)
+            self._seen_at.pop(key, None)
+            return
+        actions = decide(
+            self.adapter,
+            user,
+            mirrors,
+            self.worker_views(),
+            origin=self.origin,
+            managed_by=self.managed_by,
+            policy=self.policy,
+            turn=self._turn,
+        )
+        await self._execute(key, user, actions)
+
+    async def _execute(self, key: str, user: Obj, actions: Actions) -> None:
+        for name, mirror in actions.delete_mirrors:
+            await self._delete_mirror(name, mirror)
+        if actions.place_on is not None:
+            if not await self._place(user, actions.place_on):
+                return
+            self._turn += 1
+        if actions.create_mirror is not None:
+            worker, body = actions.create_mirror
+            await self._create_mirror(key, user, worker, body)
+        if actions.suspend_mirror is not None:
+            worker, suspend = actions.suspend_mirror
+            with contextlib.suppress(NotFound):
+                await self.workers[worker].client.patch(
+                    self.adapter.resource,
+                    str(metadata(user)["name"]),
+                    self.adapter.suspend_patch(suspend),
+                    namespace_of(user),
+                )
+        if actions.status is not None:
+            try:
+                await self.management.update_status(self.adapter.resource, {**user, "status": actions.status})
+            except Conflict:
+                self.queue.add_after(key, RETRY_SOON)
+                return
+            except NotFound:
+                return
+        if actions.remove_finalizer:
+            await self._release(user)
+        for event in actions.events:
+            if event.reason == "StatusSyncRejected":
+                self.metrics.rejected["invalid_transition"] += 1
+            self.recorder.event(user, event.type, event.reason, event.message)
+
+    async def _place(self, user: Obj, worker: str) -> bool:
+        finalizers = [*as_list(metadata(user).get("finalizers")), MIRROR_FINALIZER]
+        patch = {
+            "metadata": {
+                "finalizers": list(dict.fromkeys(finalizers)),
+                "labels": {CLUSTER_LABEL: worker},
+                "resourceVersion": metadata(user).get("resourceVersion"),
+            }
+        }
+        try:
+            await self.management.patch(
+                self.adapter.resource, str(metadata(user)["name"]), patch, namespace_of(user)
+            )
+        except (Conflict, NotFound):
+            self.queue.add_after(key_of(user), RETRY_SOON)
+            return False
+        return True
+
+    async def _create_mirror(self, key: str, user: Obj, worker_name: str, body: Obj) -> None:
+        worker = self.workers[worker_name]
+        namespace = namespace_of(user)
+        if namespace not in worker.namespaces:
+            with contextlib.suppress(AlreadyExists):
+                await worker.client.create(
+                    NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
+            worker.namespaces.add(namespace)
+        try:
+            await worker.client.create(self.adapter.resource, body, namespace)
+        except AlreadyExists:
+            existing = await worker.client.get(self.adapter.resource, str(metadata(user)["name"]), namespace)
+            if metadata(existing).get("labels", {}).get(ORIGIN_LABEL) != self.origin:
+                self.recorder.warning(
+                    user,
+                    "MirrorConflict",
+                    f"worker {worker_name} has a Job {namespace}/{metadata(user)['name']} that multiqueue did not create; "
+                    "it is left alone and this Job waits",
+                )
+            return
+        self.metrics.dispatched[worker_name] += 1
+        seen = self._seen_at.pop(key, None)
+        if seen is not None:
+            self.metrics.dispatch_latency.append(time.monotonic() - seen)
+        self.recorder.normal(user, "Dispatched", f"Job dispatched to worker {worker_name}")
+
+    async def _delete_mirror(self, worker_name: str, mirror: Obj) -> None:
+        meta = metadata(mirror)
+        with contextlib.suppress(NotFound, Conflict):
+            await self.workers[worker_name].client.delete(
+                self.adapter.resource,
+                str(meta["name"]),
+                namespace_of(mirror),
+                propagation="Background",
+                preconditions={"uid": str(meta.get("uid"))},
+            )
+
+    async def _release(self, user: Obj) -> None:
+        remaining = [f for f in as_list(metadata(user).get("finalizers")) if f != MIRROR_FINALIZER]
+        patch: dict[str, Any] = {
+            "metadata": {
+                "finalizers": remaining or None,
+                "resourceVersion": metadata(user).get("resourceVersion"),
+            }
+        }
+        try:
+            await self.management.patch(
+                self.adapter.resource, str(metadata(user)["name"]), patch, namespace_of(user)
+            )
+        except Conflict:
+            self.queue.add_after(key_of(user), RETRY_SOON)
+        except NotFound:
+            pass
+        except KubeError as exc:
+            log.warning("releasing %s: %s", key_of(user), exc)
+            raise

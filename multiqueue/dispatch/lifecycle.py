@@ -1,0 +1,115 @@
+"""The decide step of the dispatcher: from a user's Job, its mirrors and the workers to the actions to take.
+
+All state lives in the clusters: the finalizer ``multiqueue.dev/mirror`` and the label ``multiqueue.dev/cluster``
+on the user's Job say it was placed and where; the mirror carries its origin and the user Job's UID. So a
+restarted manager decides exactly as the one before it would have, and never makes a second mirror.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from multiqueue.api.meta import as_list, labels_of, metadata, uid_of
+from multiqueue.dispatch.generic import (
+    CLUSTER_LABEL,
+    MIRROR_FINALIZER,
+    GenericJob,
+    Obj,
+    StatusRefused,
+    mirror_identity,
+)
+from multiqueue.dispatch.placement import WorkerView, place
+
+
+@dataclasses.dataclass
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass
+class Actions:
+    place_on: str | None = None  # add our finalizer and the cluster label (first step of a dispatch)
+    create_mirror: tuple[str, Obj] | None = None  # (worker, mirror)
+    suspend_mirror: tuple[str, bool] | None = None
+    status: Obj | None = None
+    delete_mirrors: list[tuple[str, Obj]] = dataclasses.field(default_factory=list)
+    remove_finalizer: bool = False
+    events: list[Event] = dataclasses.field(default_factory=list)
+    waiting: str = ""  # why the Job is not running yet
+
+
+def _has_finalizer(user: Obj) -> bool:
+    return MIRROR_FINALIZER in as_list(metadata(user).get("finalizers"))
+
+
+def decide(
+    adapter: GenericJob,
+    user: Obj,
+    mirrors: dict[str, Obj],
+    workers: Sequence[WorkerView],
+    *,
+    origin: str,
+    managed_by: str,
+    policy: str,
+    turn: int = 0,
+) -> Actions:
+    """``mirrors``: worker name -> a Job there with our origin label and this user Job's name (any origin UID)."""
+    actions = Actions()
+    if adapter.managed_by(user) != managed_by and not _has_finalizer(user):
+        return actions
+    ours = {w: m for w, m in mirrors.items() if mirror_identity(m) == (origin, uid_of(user))}
+    # Mirrors of an earlier Job with the same name (the user re-created it) are garbage.
+    actions.delete_mirrors = [(w, m) for w, m in mirrors.items() if w not in ours]
+    placed = labels_of(user).get(CLUSTER_LABEL) if _has_finalizer(user) else None
+
+    if metadata(user).get("deletionTimestamp") or adapter.is_finished(user):
+        actions.delete_mirrors += list(ours.items())
+        if not ours and _has_finalizer(user):
+            actions.remove_finalizer = True
+        return actions
+
+    if placed is None:
+        if adapter.is_suspended(user):
+            actions.waiting = "suspended"
+            return actions
+        placement = place(user, workers, policy, turn)
+        if placement.worker is None:
+            actions.waiting = placement.reason
+            actions.events.append(Event("Normal", "Pending", placement.reason))
+            return actions
+        actions.place_on = placement.worker
+        actions.create_mirror = (placement.worker, adapter.build_mirror(user, origin))
+        return actions
+
+    # Mirrors on workers other than the chosen one are stale (a lost race or an old placement).
+    actions.delete_mirrors += [(w, m) for w, m in ours.items() if w != placed]
+    mirror = ours.get(placed)
+    if mirror is None:
+        if not any(w.name == placed and w.active for w in workers):
+            actions.waiting = f"worker {placed} is not active"
+            return actions
+        body = adapter.build_mirror(user, origin)
+        if adapter.is_suspended(user):
+            body = _with_suspend(body, adapter, True)
+        actions.create_mirror = (placed, body)
+        return actions
+    if adapter.is_suspended(mirror) != adapter.is_suspended(user):
+        actions.suspend_mirror = (placed, adapter.is_suspended(user))
+    try:
+        actions.status = adapter.synced_status(user, mirror)
+    except StatusRefused as refused:
+        actions.events.append(
+            Event("Warning", "StatusSyncRejected", f"status from worker {placed} not applied: {refused}")
+        )
+    return actions
+
+
+def _with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:
+    patch = adapter.suspend_patch(suspend)
+    merged = dict(body)
+    for key, value in patch.items():
+        merged[key] = {**dict(body.get(key) or {}), **value} if isinstance(value, dict) else value
+    return merged

@@ -1,0 +1,63 @@
+"""Choosing a worker for a Job: pins and selectors first, then the placement policy among Active workers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Final
+
+from multiqueue.api.meta import annotations_of, labels_of
+from multiqueue.api.selectors import SelectorError, parse_label_selector
+from multiqueue.dispatch.generic import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, Obj
+
+LEAST_LOADED: Final = "LeastLoaded"
+ROUND_ROBIN: Final = "RoundRobin"
+POLICIES: Final = (LEAST_LOADED, ROUND_ROBIN)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerView:
+    """What placement knows of a worker."""
+
+    name: str
+    labels: dict[str, str]
+    active: bool
+    load: int  # mirrors it runs that are not finished
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    worker: str | None
+    reason: str  # why nothing fits, when worker is None
+
+
+def place(
+    job: Obj, workers: Sequence[WorkerView], policy: str, turn: int = 0, exclude: frozenset[str] = frozenset()
+) -> Placement:
+    """The worker for ``job``. ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out."""
+    candidates = [w for w in workers if w.name not in exclude]
+    pinned = labels_of(job).get(CLUSTER_LABEL)
+    if pinned:
+        candidates = [w for w in candidates if w.name == pinned]
+        if not candidates:
+            return Placement(None, f"pinned to worker {pinned}, which is not configured")
+    selector_text = annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)
+    if selector_text:
+        try:
+            selector = parse_label_selector(selector_text)
+        except SelectorError as exc:
+            return Placement(None, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}")
+        candidates = [w for w in candidates if selector.matches(w.labels)]
+        if not candidates:
+            return Placement(None, f"no worker matches selector {selector_text}")
+    active = [w for w in candidates if w.active]
+    if not active:
+        return Placement(
+            None,
+            "no active worker: " + ", ".join(sorted(w.name for w in candidates))
+            if candidates
+            else "no worker",
+        )
+    if policy == ROUND_ROBIN:
+        return Placement(active[turn % len(active)].name, "")
+    return Placement(min(active, key=lambda w: (w.load, w.name)).name, "")

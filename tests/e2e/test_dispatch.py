@@ -1,0 +1,199 @@
+"""The dispatcher end to end on local clusters: Jobs with our managedBy run on a worker, status comes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.manager import Manager
+from multiqueue.kube.client import JOBS, PODS
+from multiqueue.kube.errors import NotFound
+from tests.e2e.conftest import Clusters, condition, has_condition, job_body
+
+pytestmark = pytest.mark.e2e
+MANAGED_BY = "multiqueue.dev/dispatcher"
+
+
+def managed(name: str, command: str = "echo $JOB_COMPLETION_INDEX", **spec: Any) -> dict[str, Any]:
+    body = job_body(name, command, managedBy=MANAGED_BY, **spec)
+    return body
+
+
+def placed(job: dict[str, Any]) -> bool:
+    return CLUSTER_LABEL in (job["metadata"].get("labels") or {}) and MIRROR_FINALIZER in (
+        job["metadata"].get("finalizers") or []
+    )
+
+
+async def test_runs_on_a_worker_syncs_status_and_cleans_up(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client("management")
+    created = await management.create(
+        JOBS, managed("indexed", completionMode="Indexed", completions=3, parallelism=2), "default"
+    )
+    user = await clusters.wait_for(JOBS, "default", "indexed", placed)
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    done = await clusters.wait_for(
+        JOBS,
+        "default",
+        "indexed",
+        lambda j: has_condition("Complete")(j) and not j["metadata"].get("finalizers"),
+    )
+    assert done["status"]["completedIndexes"] == "0-2"
+    assert done["status"]["succeeded"] == 3
+    assert condition(done, "SuccessCriteriaMet") is not None
+    await clusters.wait_gone(JOBS, "default", "indexed", cluster=worker)
+    # The management cluster's own Job controller never ran it.
+    local_pods, _ = await management.list(PODS, "default")
+    assert local_pods == []
+    assert created["metadata"]["uid"] == done["metadata"]["uid"]
+
+
+async def test_mirror_carries_origin_and_drops_managed_by(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    clusters = dispatching_clusters
+    gate = tmp_path / "gate"
+    user = await clusters.client().create(
+        JOBS, managed("slow", f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default"
+    )
+    placed_job = await clusters.wait_for(JOBS, "default", "slow", placed)
+    worker = placed_job["metadata"]["labels"][CLUSTER_LABEL]
+    mirror = await clusters.wait_for(JOBS, "default", "slow", lambda j: True, cluster=worker)
+    assert "managedBy" not in mirror["spec"]
+    assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
+    assert mirror["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] == user["metadata"]["uid"]
+    assert mirror["metadata"]["uid"] != user["metadata"]["uid"]
+    assert not mirror["metadata"].get("ownerReferences")
+    gate.touch()
+    await clusters.wait_for(JOBS, "default", "slow", has_condition("Complete"))
+
+
+async def test_suspend_and_resume_keep_progress(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    gate = tmp_path / "go"
+    command = f'if [ "$JOB_COMPLETION_INDEX" -lt 3 ] || [ -f {gate} ]; then echo ok; else sleep 60; fi'
+    await management.create(
+        JOBS, managed("pausable", command, completionMode="Indexed", completions=6, parallelism=6), "default"
+    )
+    user = await clusters.wait_for(
+        JOBS, "default", "pausable", lambda j: (j.get("status") or {}).get("completedIndexes") == "0-2"
+    )
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    await management.patch(JOBS, "pausable", {"spec": {"suspend": True}}, "default")
+    suspended = await clusters.wait_for(
+        JOBS,
+        "default",
+        "pausable",
+        lambda j: has_condition("Suspended")(j) and not (j.get("status") or {}).get("active"),
+    )
+    assert suspended["status"]["completedIndexes"] == "0-2"
+    gate.touch()
+    await management.patch(JOBS, "pausable", {"spec": {"suspend": False}}, "default")
+    done = await clusters.wait_for(JOBS, "default", "pausable", has_condition("Complete"))
+    assert done["status"]["completedIndexes"] == "0-5"
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == worker, "resumed on the same worker, same mirror"
+
+
+async def test_delete_removes_the_mirror(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    await management.create(JOBS, managed("doomed", "sleep 60"), "default")
+    user = await clusters.wait_for(JOBS, "default", "doomed", placed)
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    await clusters.wait_for(JOBS, "default", "doomed", lambda j: True, cluster=worker)
+    await management.delete(JOBS, "doomed", "default", propagation="Background")
+    await clusters.wait_gone(JOBS, "default", "doomed", cluster=worker)
+    await clusters.wait_gone(JOBS, "default", "doomed")
+
+
+async def test_created_suspended_waits_until_resumed(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    await management.create(JOBS, managed("later", "true", suspend=True), "default")
+    # Another Job dispatched after it proves the dispatcher has looked at the suspended one.
+    await management.create(JOBS, managed("now", "true"), "default")
+    await clusters.wait_for(JOBS, "default", "now", has_condition("Complete"))
+    waiting = await management.get(JOBS, "later", "default")
+    assert CLUSTER_LABEL not in (waiting["metadata"].get("labels") or {})
+    await management.patch(JOBS, "later", {"spec": {"suspend": False}}, "default")
+    await clusters.wait_for(JOBS, "default", "later", has_condition("Complete"))
+
+
+async def test_unmanaged_job_runs_on_the_management_cluster_and_other_owners_are_left_alone(
+    dispatching_clusters: Clusters,
+) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    await management.create(JOBS, job_body("local", "true"), "default")
+    await management.create(JOBS, job_body("foreign", "true", managedBy="example.com/other"), "default")
+    local = await clusters.wait_for(JOBS, "default", "local", has_condition("Complete"))
+    assert CLUSTER_LABEL not in (local["metadata"].get("labels") or {})
+    foreign = await management.get(JOBS, "foreign", "default")
+    assert not foreign["metadata"].get("finalizers") and not foreign.get("status")
+    for worker in ("worker-1", "worker-2"):
+        with pytest.raises(NotFound):
+            await clusters.client(worker).get(JOBS, "foreign", "default")
+
+
+async def test_foreign_same_named_job_on_a_worker_is_never_touched(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    worker = clusters.client("worker-1")
+    foreign = await worker.create(JOBS, job_body("twin", "sleep 30", suspend=True), "default")
+    await clusters.client().create(
+        JOBS,
+        {**managed("twin", "true"), "metadata": {"name": "twin", "labels": {CLUSTER_LABEL: "worker-1"}}},
+        "default",
+    )
+    user = await clusters.wait_for(JOBS, "default", "twin", placed)
+    assert user["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
+    still = await worker.get(JOBS, "twin", "default")
+    assert still["metadata"]["uid"] == foreign["metadata"]["uid"]
+    assert still["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "expected"),
+    [
+        pytest.param({CLUSTER_LABEL: "worker-2"}, {}, "worker-2", id="pinned"),
+        pytest.param({}, {"multiqueue.dev/cluster-selector": "region=eu"}, "worker-1", id="selector"),
+    ],
+)
+async def test_cluster_pin_and_selector(
+    dispatching_clusters: Clusters, labels: dict[str, str], annotations: dict[str, str], expected: str
+) -> None:
+    clusters = dispatching_clusters
+    body = managed("aimed", "true")
+    body["metadata"].update(labels=labels, annotations=annotations)
+    await clusters.client().create(JOBS, body, "default")
+    done = await clusters.wait_for(JOBS, "default", "aimed", has_condition("Complete"))
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == expected
+
+
+async def test_manager_restart_mid_flight_makes_no_second_mirror(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    gate = tmp_path / "gate"
+    await clusters.client().create(
+        JOBS, managed("survivor", f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default"
+    )
+    user = await clusters.wait_for(JOBS, "default", "survivor", placed)
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    first = await clusters.wait_for(JOBS, "default", "survivor", lambda j: True, cluster=worker)
+    config = clusters.local.manager.config
+    await clusters.local.manager.stop()
+    clusters.local.manager = Manager(config)
+    await clusters.local.manager.start()
+    gate.touch()
+    await clusters.wait_for(JOBS, "default", "survivor", has_condition("Complete"))
+    other = "worker-2" if worker == "worker-1" else "worker-1"
+    with pytest.raises(NotFound):
+        await clusters.client(other).get(JOBS, "survivor", "default")
+    assert first["metadata"]["uid"]  # the one mirror, since collected
+    await clusters.wait_gone(JOBS, "default", "survivor", cluster=worker)

@@ -1,0 +1,221 @@
+"""The dispatcher's pure parts: the Job adapter, placement, and the lifecycle decide step."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from multiqueue.dispatch.generic import (
+    CLUSTER_LABEL,
+    MIRROR_FINALIZER,
+    ORIGIN_LABEL,
+    ORIGIN_UID_ANNOTATION,
+    BatchJobAdapter,
+    StatusRefused,
+)
+from multiqueue.dispatch.lifecycle import decide
+from multiqueue.dispatch.placement import WorkerView, place
+from tests.unit.jobfixtures import T0, T1, job
+
+ADAPTER = BatchJobAdapter()
+MANAGED_BY = "multiqueue.dev/dispatcher"
+WORKERS = [
+    WorkerView("worker-1", {"region": "eu"}, True, 3),
+    WorkerView("worker-2", {"region": "us"}, True, 1),
+    WorkerView("worker-3", {"region": "eu"}, False, 0),
+]
+
+
+def user_job(**spec: Any) -> dict[str, Any]:
+    body = job(managedBy=MANAGED_BY, ttlSecondsAfterFinished=60, **spec)
+    body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    return body
+
+
+def placed(body: dict[str, Any], worker: str = "worker-2") -> dict[str, Any]:
+    result = copy.deepcopy(body)
+    result["metadata"].setdefault("labels", {})[CLUSTER_LABEL] = worker
+    result["metadata"]["finalizers"] = [MIRROR_FINALIZER]
+    return result
+
+
+def test_mirror_is_a_fresh_job_for_the_worker() -> None:
+    user = placed(user_job())
+    mirror = ADAPTER.build_mirror(user, "multiqueue")
+    assert "managedBy" not in mirror["spec"] and "ttlSecondsAfterFinished" not in mirror["spec"]
+    assert "selector" not in mirror["spec"]
+    assert "batch.kubernetes.io/controller-uid" not in mirror["spec"]["template"]["metadata"]["labels"]
+    assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
+    assert CLUSTER_LABEL not in mirror["metadata"]["labels"]
+    assert mirror["metadata"]["annotations"] == {ORIGIN_UID_ANNOTATION: "uid-1"}
+    assert set(mirror["metadata"]) == {"name", "namespace", "labels", "annotations"}
+    assert "status" not in mirror
+    assert user["spec"]["managedBy"] == MANAGED_BY, "the user's Job is not changed"
+
+
+def test_status_follows_the_mirror() -> None:
+    user = placed(user_job())
+    mirror = copy.deepcopy(user)
+    mirror["status"] = {
+        "startTime": T0,
+        "active": 1,
+        "uncountedTerminatedPods": {"succeeded": ["worker-pod"]},
+    }
+    status = ADAPTER.synced_status(user, mirror)
+    assert status == {"startTime": T0, "active": 1}
+    assert ADAPTER.synced_status({**user, "status": status}, mirror) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param(
+            {"startTime": T0, "succeeded": 2}, {"startTime": T0, "succeeded": 1}, id="succeeded-decreases"
+        ),
+        pytest.param(
+            {
+                "startTime": T0,
+                "conditions": [
+                    {"type": "FailureTarget", "status": "True"},
+                    {"type": "Failed", "status": "True"},
+                ],
+            },
+            {"startTime": T0},
+            id="terminal-condition-dropped",
+        ),
+        pytest.param(
+            {},
+            {"conditions": [{"type": "Complete", "status": "True"}]},
+            id="complete-without-completion-time",
+        ),
+    ],
+)
+def test_a_faulty_mirror_status_is_refused(old: dict[str, Any], new: dict[str, Any]) -> None:
+    user = placed(user_job())
+    user["status"] = old
+    mirror = copy.deepcopy(user)
+    mirror["status"] = new
+    with pytest.raises(StatusRefused):
+        ADAPTER.synced_status(user, mirror)
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "policy", "turn", "expected", "reason"),
+    [
+        pytest.param({}, {}, "LeastLoaded", 0, "worker-2", "", id="least-loaded"),
+        pytest.param({}, {}, "RoundRobin", 0, "worker-1", "", id="round-robin-0"),
+        pytest.param({}, {}, "RoundRobin", 1, "worker-2", "", id="round-robin-1"),
+        pytest.param({CLUSTER_LABEL: "worker-1"}, {}, "LeastLoaded", 0, "worker-1", "", id="pin"),
+        pytest.param({CLUSTER_LABEL: "nowhere"}, {}, "LeastLoaded", 0, None, "not configured", id="pin-unknown"),
+        pytest.param({}, {"multiqueue.dev/cluster-selector": "region=eu"}, "LeastLoaded", 0, "worker-1", "", id="selector"),
+        pytest.param({}, {"multiqueue.dev/cluster-selector": "region=asia"}, "LeastLoaded", 0, None, "no worker matches selector region=asia", id="selector-none"),
+        pytest.param({CLUSTER_LABEL: "worker-3"}, {}, "LeastLoaded", 0, None, "no active worker", id="pinned-to-inactive"),
+    ],
+)  # fmt: skip
+def test_placement(
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    policy: str,
+    turn: int,
+    expected: str | None,
+    reason: str,
+) -> None:
+    body = user_job()
+    body["metadata"]["labels"] = labels
+    body["metadata"]["annotations"] = annotations
+    result = place(body, WORKERS, policy, turn)
+    assert result.worker == expected
+    assert reason in result.reason
+
+
+def _decide(user: dict[str, Any], mirrors: dict[str, dict[str, Any]] | None = None) -> Any:
+    return decide(
+        ADAPTER,
+        user,
+        mirrors or {},
+        WORKERS,
+        origin="multiqueue",
+        managed_by=MANAGED_BY,
+        policy="LeastLoaded",
+    )
+
+
+def _mirror_of(user: dict[str, Any], uid: str | None = None, **status: Any) -> dict[str, Any]:
+    mirror = ADAPTER.build_mirror(user, "multiqueue")
+    if uid is not None:
+        mirror["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] = uid
+    mirror["metadata"]["uid"] = "mirror-uid"
+    mirror["status"] = status
+    return mirror
+
+
+def test_jobs_of_other_controllers_are_ignored() -> None:
+    actions = _decide(job(managedBy="example.com/other"))
+    assert actions.place_on is None and actions.create_mirror is None and actions.status is None
+
+
+def test_new_job_is_placed_and_mirrored_in_one_sync() -> None:
+    actions = _decide(user_job())
+    assert actions.place_on == "worker-2"
+    assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-2"
+
+
+def test_suspended_job_waits() -> None:
+    actions = _decide(user_job(suspend=True))
+    assert actions.place_on is None and actions.waiting == "suspended"
+
+
+def test_placed_without_mirror_recreates_it_there() -> None:
+    actions = _decide(placed(user_job(), "worker-1"))
+    assert actions.place_on is None
+    assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-1"
+
+
+def test_suspend_goes_to_the_mirror_and_status_comes_back() -> None:
+    user = placed(user_job(suspend=True))
+    mirror = _mirror_of(user, None, startTime=T0, active=1)
+    actions = _decide(user, {"worker-2": mirror})
+    assert actions.suspend_mirror == ("worker-2", True)
+    assert actions.status == {"startTime": T0, "active": 1}
+
+
+def test_finished_job_deletes_its_mirror_then_releases() -> None:
+    user = placed(user_job())
+    user["status"] = {
+        "startTime": T0,
+        "completionTime": T1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True"},
+            {"type": "Complete", "status": "True"},
+        ],
+    }
+    mirror = _mirror_of(user)
+    first = _decide(user, {"worker-2": mirror})
+    assert [w for w, _ in first.delete_mirrors] == ["worker-2"] and not first.remove_finalizer
+    second = _decide(user)
+    assert second.remove_finalizer
+
+
+def test_mirror_of_an_earlier_job_with_the_same_name_is_garbage() -> None:
+    user = placed(user_job())
+    stale = _mirror_of(user, uid="old-uid")
+    actions = _decide(user, {"worker-1": stale})
+    assert [w for w, _ in actions.delete_mirrors] == ["worker-1"]
+    assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-2"
+
+
+def test_deleted_user_job_removes_mirror_then_finalizer() -> None:
+    user = placed(user_job())
+    user["metadata"]["deletionTimestamp"] = T1
+    assert [w for w, _ in _decide(user, {"worker-2": _mirror_of(user)}).delete_mirrors] == ["worker-2"]
+    assert _decide(user).remove_finalizer
+
+
+def test_refused_status_becomes_an_event() -> None:
+    user = placed(user_job())
+    user["status"] = {"startTime": T0, "succeeded": 3}
+    actions = _decide(user, {"worker-2": _mirror_of(user, None, startTime=T0, succeeded=1)})
+    assert actions.status is None
+    assert [e.reason for e in actions.events] == ["StatusSyncRejected"]
