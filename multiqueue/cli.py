@@ -19,6 +19,11 @@ import yaml
 
 from multiqueue import __version__
 from multiqueue.api import manifests
+from multiqueue.dispatch import inspect
+from multiqueue.dispatch.config import ConfigError as ManagerConfigError
+from multiqueue.dispatch.config import ManagerConfig, load_manager_config
+from multiqueue.kube.config import KubeconfigError
+from multiqueue.kube.errors import KubeError
 from multiqueue.local.config import ConfigError, load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
@@ -109,6 +114,8 @@ async def _serve_local(clusters: LocalClusters) -> int:
         kubeconfig = clusters.kubeconfig_path
         print(f"local clusters are up: {', '.join(f'{n} ({s.url})' for n, s in clusters.servers.items())}")
         print(f"  export KUBECONFIG={kubeconfig}")
+        if clusters.manager is not None:
+            print(f"  multiqueue status --config {clusters.state_dir / 'manager.yaml'}")
         others = [n for n in clusters.servers if n != "management"]
         if others:
             print(f"  kubectl --context {others[0]} get jobs")
@@ -127,6 +134,132 @@ def _local_demo(args: argparse.Namespace) -> int:
     return 0 if completed else 1
 
 
+def _manager_config(path: str) -> ManagerConfig:
+    try:
+        return load_manager_config(Path(path))
+    except ManagerConfigError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _manager(args: argparse.Namespace) -> int:
+    """Run the manager until SIGINT or SIGTERM."""
+    return asyncio.run(_run_manager(_manager_config(args.config)))
+
+
+async def _run_manager(config: ManagerConfig) -> int:
+    from aiohttp import web
+
+    from multiqueue import telemetry
+    from multiqueue.controllers.cronjob import CronJobController
+    from multiqueue.controllers.job import JobController
+    from multiqueue.dispatch.manager import Manager
+    from multiqueue.kube.events import EventRecorder
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    manager = Manager(config)
+    try:
+        await manager.start()
+    except (KubeconfigError, KubeError, OSError) as exc:
+        raise UsageError(f"cannot start the manager: {exc}") from exc
+    assert manager.management is not None and manager.management_factory is not None
+    job_controller = None
+    tasks = []
+    recorders = []
+    if "job" in config.embedded_controllers:
+        recorder = EventRecorder(manager.management, "job-controller")
+        job_controller = JobController(manager.management, manager.management_factory, recorder)
+        recorders.append(recorder)
+        tasks.append(asyncio.create_task(job_controller.run()))
+    if "cronjob" in config.embedded_controllers:
+        recorder = EventRecorder(manager.management, "cronjob-controller")
+        cronjobs = CronJobController(manager.management, manager.management_factory, recorder)
+        recorders.append(recorder)
+        tasks.append(asyncio.create_task(cronjobs.run()))
+    for recorder in recorders:
+        recorder.start()
+    manager.management_factory.start()
+    host, _, port = config.metrics_address.rpartition(":")
+    runner = web.AppRunner(
+        telemetry.app(
+            lambda: manager.dispatcher is not None and manager.dispatcher.users.has_synced,
+            lambda: telemetry.render(manager.dispatcher, job_controller),
+        ),
+        access_log=None,
+    )
+    await runner.setup()
+    await web.TCPSite(runner, host or "127.0.0.1", int(port or 8080)).start()
+    print(
+        f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(w.name for w in config.workers)}; "
+        f"metrics on http://{config.metrics_address}/metrics",
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await runner.cleanup()
+        for recorder in recorders:
+            await recorder.stop()
+        await manager.stop()
+    return 0
+
+
+def _format_age(seconds: float) -> str:
+    from multiqueue.local.apiserver.tables import human_duration
+
+    return human_duration(seconds)
+
+
+def _status(args: argparse.Namespace) -> int:
+    config = _manager_config(args.config)
+    try:
+        workers, jobs_rows = asyncio.run(inspect.status(config))
+    except (KubeconfigError, KubeError, OSError) as exc:
+        raise UsageError(f"cannot reach the management cluster: {exc}") from exc
+    _print_table(
+        ["WORKER", "ACTIVE", "JOBS RUNNING", "LABELS"],
+        [
+            [
+                w.name,
+                w.active,
+                str(w.running),
+                ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "<none>",
+            ]
+            for w in workers
+        ],
+    )
+    print()
+    _print_table(
+        ["JOB", "WORKER", "STATE", "COMPLETIONS", "AGE"],
+        [[j.key, j.worker, j.state, j.completions, _format_age(j.age_seconds)] for j in jobs_rows],
+    )
+    return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    config = _manager_config(args.config)
+    try:
+        found = asyncio.run(inspect.logs(config, args.job, args.namespace, args.index))
+    except inspect.LogsError as exc:
+        raise UsageError(str(exc)) from exc
+    except (KubeconfigError, KubeError, OSError) as exc:
+        raise UsageError(f"cannot read logs: {exc}") from exc
+    for pod, text in found:
+        for line in text.splitlines():
+            print(f"[{pod}] {line}" if len(found) > 1 else line)
+    return 0
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        print("   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="multiqueue",
@@ -142,6 +275,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files with one or more objects")
     validate.set_defaults(handler=_validate)
+
+    manager = commands.add_parser(
+        "manager",
+        help="run the manager: dispatch managedBy Jobs from the management cluster to workers",
+        description="Dispatch Jobs whose spec.managedBy is multiqueue's to worker clusters and mirror their status.",
+    )
+    manager.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    manager.set_defaults(handler=_manager)
+
+    status = commands.add_parser("status", help="show workers and the Jobs this manager handles")
+    status.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    status.set_defaults(handler=_status)
+
+    logs = commands.add_parser(
+        "logs", help="print the logs of a dispatched Job's pods, fetched from its worker"
+    )
+    logs.add_argument("job", metavar="JOB", help="the Job's name on the management cluster")
+    logs.add_argument("-n", "--namespace", default="default", help="the Job's namespace (default: default)")
+    logs.add_argument("--index", type=int, help="only the pod of this completion index")
+    logs.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    logs.set_defaults(handler=_logs)
 
     local = commands.add_parser("local", help="run the embedded default: local clusters on loopback")
     local_commands = local.add_subparsers(dest="local_command", metavar="COMMAND", parser_class=_Parser)

@@ -284,6 +284,26 @@ class KubeClient:
         response = await self._request("GET", PODS.path(namespace, name, "log"), params=params, verb="get")
         return response if isinstance(response, str) else json.dumps(response)
 
+    async def follow_log(self, name: str, namespace: str, container: str | None = None) -> AsyncIterator[str]:
+        """Lines of a pod's log as they are written (``kubectl logs -f``), until the container ends."""
+        params = _params(container=container, follow="true")
+        await self.limiter.acquire()
+        self.requests["get"] += 1
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.request_timeout, sock_read=None)
+        try:
+            async with self._session.get(
+                PODS.path(namespace, name, "log"),
+                params=params,
+                headers=await self.credentials.auth_headers(),
+                timeout=timeout,
+            ) as response:
+                if response.status >= 400:
+                    raise error_for(response.status, await _status_body(response))
+                async for line in response.content:
+                    yield line.decode(errors="replace").rstrip("\n")
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"logs of {namespace}/{name} on {self.name}: {exc!r}") from exc
+
     async def watch(
         self,
         resource: Resource,

@@ -71,6 +71,10 @@ class LocalClusters:
         text = await asyncio.to_thread(lambda: yaml.safe_dump(kubeconfig, sort_keys=False))
         await asyncio.to_thread(_write_private, self.kubeconfig_path, text)
         if self.config.manager is not None:
+            manager_yaml = yaml.safe_dump(
+                self.manager_config().model_dump(mode="json", by_alias=True), sort_keys=False
+            )
+            await asyncio.to_thread(_write_private, self.state_dir / "manager.yaml", manager_yaml)
             self.manager = Manager(self.manager_config())
             try:
                 await self.manager.start()

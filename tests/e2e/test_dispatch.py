@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,40 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
         await clusters.client(other).get(JOBS, "survivor", "default")
     assert first["metadata"]["uid"]  # the one mirror, since collected
     await clusters.wait_gone(JOBS, "default", "survivor", cluster=worker)
+
+
+async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    from multiqueue.dispatch import inspect
+
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    config = clusters.local.manager.config
+    gate = tmp_path / "gate"
+    command = f"echo hello from $JOB_COMPLETION_INDEX; while [ ! -f {gate} ]; do sleep 0.1; done"
+    await clusters.client().create(
+        JOBS, managed("chatty", command, completionMode="Indexed", completions=2, parallelism=2), "default"
+    )
+    user = await clusters.wait_for(
+        JOBS, "default", "chatty", lambda j: (j.get("status") or {}).get("active") == 2
+    )
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    workers, rows = await inspect.status(config)
+    assert {w.name: w.running for w in workers}[worker] == 1
+    assert [(r.key, r.worker, r.state, r.completions) for r in rows] == [
+        ("default/chatty", worker, "Running", "0/2")
+    ]
+    # Follow each pod's log until its first line is there, then read the logs as a person would.
+    worker_client = clusters.client(worker)
+    pods, _ = await worker_client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=chatty")
+    async with asyncio.timeout(20):
+        for pod in pods:
+            async for _line in worker_client.follow_log(pod["metadata"]["name"], "default"):
+                break
+    found = await inspect.logs(config, "chatty", "default", None)
+    assert [text.strip() for _, text in found] == ["hello from 0", "hello from 1"]
+    only = await inspect.logs(config, "chatty", "default", 1)
+    assert [text.strip() for _, text in only] == ["hello from 1"]
+    with pytest.raises(inspect.LogsError):
+        await inspect.logs(config, "missing", "default", None)
+    gate.touch()
+    await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))

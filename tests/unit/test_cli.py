@@ -83,3 +83,33 @@ def test_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     result = run("validate", str(tmp_path / "absent.yaml"))
     assert result.returncode == 2
     assert "cannot read" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        pytest.param("management: {kubeconfig: k}\nworkers: []\n", "workers", id="no-workers"),
+        pytest.param("management: {kubeconfig: k}\nworkers: [{name: Bad_Name, kubeconfig: k}]\n", "workers.0.name", id="bad-worker-name"),
+        pytest.param("management: {kubeconfig: k}\nworkers: [{name: w, kubeconfig: k}]\nplacement: Random\n", "placement", id="bad-policy"),
+        pytest.param("workers: [{name: w, kubeconfig: k}]\n", "management", id="no-management"),
+    ],
+)  # fmt: skip
+def test_bad_manager_config_is_one_line_naming_the_field(tmp_path: Path, content: str, problem: str) -> None:
+    config = tmp_path / "manager.yaml"
+    config.write_text(content)
+    for command in (["manager"], ["status"], ["logs", "some-job"]):
+        result = run(*command, "--config", str(config))
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and problem in lines[0], lines
+
+
+def test_unreadable_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "manager.yaml"
+    config.write_text(
+        "management: {kubeconfig: missing.yaml}\nworkers: [{name: w, kubeconfig: missing.yaml}]\n"
+    )
+    result = run("status", "--config", str(config))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "cannot read kubeconfig" in result.stderr

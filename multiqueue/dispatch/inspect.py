@@ -1,0 +1,123 @@
+"""What ``multiqueue status`` and ``multiqueue logs`` read from the clusters of a manager config."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from multiqueue.api import jobs
+from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
+from multiqueue.dispatch.config import ClusterRef, ManagerConfig
+from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, Obj
+from multiqueue.kube.client import JOBS, PODS, KubeClient
+from multiqueue.kube.errors import KubeError, NotFound
+
+
+@dataclasses.dataclass
+class WorkerRow:
+    name: str
+    active: str  # "True" or the reason it is not
+    running: int
+    labels: dict[str, str]
+
+
+@dataclasses.dataclass
+class JobRow:
+    key: str
+    worker: str
+    state: str
+    completions: str
+    age_seconds: float
+
+
+@asynccontextmanager
+async def _connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(ref.kubeconfig, ref.context, name, allow_insecure=ref.allow_insecure)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def _state(job: Obj) -> str:
+    if jobs.is_complete(job):
+        return "Complete"
+    if jobs.is_failed(job):
+        return "Failed"
+    if jobs.is_suspended(job):
+        return "Suspended"
+    if CLUSTER_LABEL not in labels_of(job):
+        return "Waiting"
+    return "Running"
+
+
+async def _worker_row(config: ManagerConfig, index: int) -> WorkerRow:
+    worker = config.workers[index]
+    try:
+        async with _connect(worker, worker.name) as client:
+            mirrors, _ = await client.list(JOBS, label_selector=f"{ORIGIN_LABEL}={config.name}")
+    except (KubeError, OSError) as exc:
+        return WorkerRow(worker.name, f"False ({type(exc).__name__})", 0, worker.labels)
+    running = sum(1 for m in mirrors if not jobs.is_finished(m))
+    return WorkerRow(worker.name, "True", running, worker.labels)
+
+
+async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
+    """Workers with their health and load, and every Job this manager handles."""
+    workers = await asyncio.gather(*(_worker_row(config, i) for i in range(len(config.workers))))
+    async with _connect(config.management, "management") as client:
+        items, _ = await client.list(JOBS)
+    now = datetime.now(UTC)
+    rows = []
+    for job in items:
+        if jobs.managed_by(job) != config.managed_by:
+            continue
+        created = parse_time(metadata(job).get("creationTimestamp")) or now
+        total = jobs.completions(job)
+        done = int(jobs.status_of(job).get("succeeded") or 0)
+        rows.append(
+            JobRow(
+                key=f"{namespace_of(job)}/{metadata(job).get('name')}",
+                worker=labels_of(job).get(CLUSTER_LABEL, "-"),
+                state=_state(job),
+                completions=f"{done}/{total}" if total is not None else f"{done}/1",
+                age_seconds=(now - created).total_seconds(),
+            )
+        )
+    return list(workers), sorted(rows, key=lambda r: r.key)
+
+
+class LogsError(Exception):
+    """Why no logs can be shown (one line for the person who asked)."""
+
+
+async def logs(config: ManagerConfig, name: str, namespace: str, index: int | None) -> list[tuple[str, str]]:
+    """(pod name, log text) of the Job's pods on the worker that runs it, lowest index first."""
+    async with _connect(config.management, "management") as client:
+        try:
+            job = await client.get(JOBS, name, namespace)
+        except NotFound as exc:
+            raise LogsError(f'job "{namespace}/{name}" not found on the management cluster') from exc
+    worker_name = labels_of(job).get(CLUSTER_LABEL)
+    worker = next((w for w in config.workers if w.name == worker_name), None)
+    if worker is None:
+        raise LogsError(f'job "{namespace}/{name}" has not been dispatched to a worker (yet)')
+    async with _connect(worker, worker.name) as client:
+        pods, _ = await client.list(PODS, namespace, label_selector=f"{jobs.JOB_NAME_LABEL}={name}")
+        if index is not None:
+            pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(index)]
+        if not pods:
+            raise LogsError(
+                f'no pods of job "{namespace}/{name}" on worker {worker.name} (not started yet, or cleaned up after the Job finished)'
+            )
+        pods.sort(
+            key=lambda p: (
+                int(labels_of(p).get(jobs.COMPLETION_INDEX, "0") or 0),
+                str(metadata(p).get("name")),
+            )
+        )
+        texts = await asyncio.gather(*(client.read_log(str(metadata(p)["name"]), namespace) for p in pods))
+    return [(str(metadata(p)["name"]), text) for p, text in zip(pods, texts, strict=True)]
