@@ -235,3 +235,44 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         await inspect.logs(config, "missing", "default", None)
     gate.touch()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
+
+
+async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_clusters: Clusters) -> None:
+    from multiqueue.kube.client import CRONJOBS
+
+    clusters = dispatching_clusters
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {
+            "schedule": "* * * * *",
+            "jobTemplate": {
+                "spec": {
+                    "managedBy": MANAGED_BY,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "i", "command": ["true"]}],
+                        }
+                    },
+                }
+            },
+        },
+    }
+    await clusters.client().create(CRONJOBS, body, "default")
+    cronjob = await clusters.wait_for(
+        CRONJOBS,
+        "default",
+        "nightly",
+        lambda c: bool((c.get("status") or {}).get("lastSuccessfulTime")),
+        within=90,
+    )
+    assert not (cronjob["status"].get("active") or []), (
+        "the CronJob saw its dispatched Job's Complete condition"
+    )
+    jobs_list, _ = await clusters.client().list(JOBS, "default")
+    created = [j for j in jobs_list if j["metadata"]["name"].startswith("nightly-")]
+    assert created and all(CLUSTER_LABEL in j["metadata"].get("labels", {}) for j in created)
+    local_pods, _ = await clusters.client().list(PODS, "default")
+    assert local_pods == [], "dispatched, not run on the management cluster"
