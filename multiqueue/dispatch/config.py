@@ -37,6 +37,10 @@ class WorkerConfig(ClusterRef):
         return value
 
 
+def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
+    return ["Job"]
+
+
 class ManagerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -46,6 +50,11 @@ class ManagerConfig(BaseModel):
     management: ClusterRef
     workers: Annotated[list[WorkerConfig], Field(min_length=1)]
     placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    # The kinds to dispatch; each needs its adapter (multiqueue/dispatch/kinds.py) and, for custom kinds, the CRD
+    # installed on every cluster.
+    kinds: Annotated[list[Literal["Job", "JobGroup"]], Field(min_length=1)] = Field(
+        default_factory=lambda: _jobs_only()
+    )
     embedded_controllers: list[Literal["job", "cronjob"]] = Field(
         default_factory=list, alias="embeddedControllers"
     )

@@ -16,6 +16,8 @@ import logging
 import time
 from typing import Any, Final
 
+from opentelemetry import trace
+
 from multiqueue.api.meta import as_list, key_of, metadata, namespace_of
 from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, GenericJob, Obj
 from multiqueue.dispatch.lifecycle import Actions, decide
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 
 COMPONENT: Final = "multiqueue-dispatcher"
 RETRY_SOON: Final = 0.05
+# A running mirror's status changes in bursts (pods start and end together): gather a burst into one write.
+STATUS_COALESCE: Final = 0.25
+tracer = trace.get_tracer("multiqueue.dispatch")
 
 
 @dataclasses.dataclass
@@ -75,6 +80,7 @@ class Dispatcher:
         self.metrics = DispatcherMetrics()
         self._turn = 0
         self._seen_at: dict[str, float] = {}
+        self._mirror_finished_at: dict[str, float] = {}
         self.workers: dict[str, Worker] = {}
         for name, (client, factory, labels) in workers.items():
             informer = factory.informer(adapter.resource, label_selector=f"{ORIGIN_LABEL}={origin}")
@@ -117,7 +123,12 @@ class Dispatcher:
             self.queue.add(key)
 
     def _mirror_changed(self, mirror: Obj) -> None:
-        self.queue.add(key_of(mirror))
+        key = key_of(mirror)
+        if self.adapter.is_finished(mirror):
+            self._mirror_finished_at.setdefault(key, time.monotonic())
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, STATUS_COALESCE)
 
     # --- sync --------------------------------------------------------------------------------------------------
 
@@ -129,6 +140,12 @@ class Dispatcher:
         return views
 
     async def sync(self, key: str) -> None:
+        with tracer.start_as_current_span(
+            "dispatch.sync", attributes={"job": key, "kind": self.adapter.resource.kind}
+        ):
+            await self._sync(key)
+
+    async def _sync(self, key: str) -> None:
         user = self.users.get(key)
         mirrors = {name: m for name, w in self.workers.items() if (m := w.informer.get(key)) is not None}
         if user is None:
@@ -136,6 +153,7 @@ class Dispatcher:
             for name, mirror in mirrors.items():
                 await self._delete_mirror(name, mirror)
             self._seen_at.pop(key, None)
+            self._mirror_finished_at.pop(key, None)
             return
         actions = decide(
             self.adapter,
@@ -176,6 +194,10 @@ class Dispatcher:
                 return
             except NotFound:
                 return
+            if self.adapter.is_finished({**user, "status": actions.status}):
+                finished_at = self._mirror_finished_at.pop(key, None)
+                if finished_at is not None:
+                    self.metrics.status_sync_latency.append(time.monotonic() - finished_at)
         if actions.remove_finalizer:
             await self._release(user)
         for event in actions.events:

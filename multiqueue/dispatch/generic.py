@@ -55,7 +55,7 @@ class GenericJob(Protocol):
     def pod_sets(self, obj: Obj) -> list[PodSet]: ...
 
 
-def _strip_for_mirror(obj: Obj, origin: str) -> Obj:
+def strip_for_mirror(obj: Obj, origin: str) -> Obj:
     """The user's object as a fresh object for another cluster: same name and namespace, our origin marks."""
     mirror = copy.deepcopy(obj)
     mirror.pop("status", None)
@@ -92,7 +92,7 @@ class BatchJobAdapter:
     def build_mirror(self, obj: Obj, origin: str) -> Obj:
         """managedBy removed so the worker's Job controller runs it; the generated selector and labels dropped so
         the worker generates its own for the mirror's new UID; the user's TTL stays on the user's Job."""
-        mirror = _strip_for_mirror(obj, origin)
+        mirror = strip_for_mirror(obj, origin)
         spec = as_dict(mirror.get("spec"))
         spec.pop("managedBy", None)
         spec.pop("ttlSecondsAfterFinished", None)

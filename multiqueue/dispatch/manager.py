@@ -8,7 +8,7 @@ import logging
 
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
-from multiqueue.dispatch.generic import BatchJobAdapter
+from multiqueue.dispatch.kinds import ADAPTERS
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.events import EventRecorder
@@ -22,11 +22,16 @@ class Manager:
         self.config = config
         self.management: KubeClient | None = None
         self.management_factory: InformerFactory | None = None
-        self.dispatcher: Dispatcher | None = None
+        self.dispatchers: dict[str, Dispatcher] = {}
         self._clients: list[KubeClient] = []
         self._factories: list[InformerFactory] = []
         self._recorder: EventRecorder | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def dispatcher(self) -> Dispatcher | None:
+        """The batch/v1 Job dispatcher (what status, metrics and most tests look at)."""
+        return self.dispatchers.get("Job")
 
     async def start(self) -> None:
         config = self.config
@@ -50,40 +55,39 @@ class Manager:
             self._factories.append(factory)
             workers[worker.name] = (client, factory, dict(worker.labels))
         self._recorder = EventRecorder(self.management, COMPONENT)
-        self.dispatcher = Dispatcher(
-            BatchJobAdapter(),
-            self.management,
-            self.management_factory,
-            workers,
-            self._recorder,
-            origin=config.name,
-            managed_by=config.managed_by,
-            policy=config.placement,
-        )
+        for kind in config.kinds:
+            self.dispatchers[kind] = Dispatcher(
+                ADAPTERS[kind](),
+                self.management,
+                self.management_factory,
+                workers,
+                self._recorder,
+                origin=config.name,
+                managed_by=config.managed_by,
+                policy=config.placement,
+            )
         for factory in self._factories:
             factory.start()
         self._recorder.start()
-        self._task = asyncio.create_task(self._run(), name="dispatcher")
+        self._tasks = [
+            asyncio.create_task(self._run(d), name=f"dispatcher:{k}") for k, d in self.dispatchers.items()
+        ]
 
-    async def _run(self) -> None:
-        assert self.dispatcher is not None
+    async def _run(self, dispatcher: Dispatcher) -> None:
         try:
-            await self.dispatcher.run()
+            await dispatcher.run()
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("the dispatcher stopped")
+            log.exception("the dispatcher of %s stopped", dispatcher.adapter.resource.kind)
             raise
 
-    async def wait(self) -> None:
-        if self._task is not None:
-            await self._task
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         if self._recorder is not None:
             await self._recorder.stop()
         for factory in self._factories:
