@@ -20,11 +20,10 @@ import yaml
 from multiqueue import __version__
 from multiqueue.api import manifests
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.config import ConfigError as ManagerConfigError
-from multiqueue.dispatch.config import ManagerConfig, load_manager_config
+from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.local.config import ConfigError, load_local_config
+from multiqueue.local.config import load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
 
@@ -51,6 +50,11 @@ def _validate(args: argparse.Namespace) -> int:
     checked = 0
     for path in args.files:
         for obj in _load_manifests(Path(path)):
+            if not manifests.is_checked(obj):
+                print(
+                    f"{path}: {obj.get('kind', 'object')}/{manifests.display_name(obj)} skipped (not a batch/v1 Job or CronJob)"
+                )
+                continue
             checked += 1
             problems = manifests.validate_manifest(obj)
             kind = str(obj.get("kind", "")).lower() or "object"
@@ -61,7 +65,7 @@ def _validate(args: argparse.Namespace) -> int:
             else:
                 print(f"{path}: {kind}/{name} is valid")
     if checked == 0:
-        raise UsageError("no manifests found in the given files")
+        raise UsageError("no Job or CronJob manifests found in the given files")
     print(f"{checked - failures} valid, {failures} invalid")
     return 1 if failures else 0
 
@@ -137,7 +141,7 @@ def _local_demo(args: argparse.Namespace) -> int:
 def _manager_config(path: str) -> ManagerConfig:
     try:
         return load_manager_config(Path(path))
-    except ManagerConfigError as exc:
+    except ConfigError as exc:
         raise UsageError(str(exc)) from exc
 
 

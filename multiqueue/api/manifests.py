@@ -21,12 +21,16 @@ def display_name(obj: dict[str, Any]) -> str:
     return str(meta.get("name") or meta.get("generateName") or "<unnamed>")
 
 
+def is_checked(obj: dict[str, Any]) -> bool:
+    """Only batch/v1 Jobs and CronJobs have rules here; other kinds are passed over."""
+    return obj.get("apiVersion") == "batch/v1" and obj.get("kind") in ("Job", "CronJob")
+
+
 def validate_manifest(obj: dict[str, Any]) -> str:
     """The message a 422 from the server would carry, or "" when the object would be accepted."""
-    group_version = str(obj.get("apiVersion", ""))
     kind = str(obj.get("kind", ""))
-    if group_version != "batch/v1" or kind not in ("Job", "CronJob"):
-        return f"unsupported object {group_version or '<no apiVersion>'} {kind or '<no kind>'}: expected batch/v1 Job or CronJob"
+    if not is_checked(obj):
+        return f"{obj.get('apiVersion') or '<no apiVersion>'} {kind or '<no kind>'} is not a batch/v1 Job or CronJob"
     candidate = copy.deepcopy(obj)
     meta = as_dict(candidate.setdefault("metadata", {}))
     meta.setdefault("namespace", "default")

@@ -14,16 +14,10 @@ from typing import Any, Final
 
 from multiqueue.api import cronjobs, jobs
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata, owner_reference, parse_time, uid_of
+from multiqueue.kube.events import Event
 
 Obj = dict[str, Any]
 NEXT_SCHEDULE_DELTA: Final = timedelta(milliseconds=100)
-
-
-@dataclasses.dataclass
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclasses.dataclass

@@ -30,6 +30,7 @@ from multiqueue.api.meta import (
     set_condition,
     uid_of,
 )
+from multiqueue.kube.events import Event
 
 Obj = dict[str, Any]
 
@@ -43,13 +44,6 @@ BACKOFF_LIMIT_MESSAGE: Final = "Job has reached the specified backoff limit"
 DEADLINE_MESSAGE: Final = "Job was active longer than specified deadline"
 MAX_FAILED_INDEXES_MESSAGE: Final = "Job has exceeded the specified maximal number of failed indexes"
 FAILED_INDEXES_MESSAGE: Final = "Job has failed indexes"
-
-
-@dataclasses.dataclass
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclasses.dataclass

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from multiqueue.api.meta import dns1123_label_errors
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ConfigError(Exception):
@@ -70,7 +72,8 @@ class ManagerConfig(BaseModel):
         return workers
 
 
-def load_manager_config(path: Path) -> ManagerConfig:
+def load_model(path: Path, model: type[M]) -> M:
+    """Read a YAML file into a pydantic model; every problem is a :class:`ConfigError` naming the field."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -78,13 +81,16 @@ def load_manager_config(path: Path) -> ManagerConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
     try:
-        config = ManagerConfig.model_validate(data if data is not None else {})
+        return model.model_validate(data if data is not None else {})
     except ValidationError as exc:
         first = exc.errors()[0]
         location = ".".join(str(part) for part in first["loc"]) or "(top level)"
         raise ConfigError(f"config {path}: {location}: {first['msg']}") from exc
-    base = path.parent
+
+
+def load_manager_config(path: Path) -> ManagerConfig:
+    config = load_model(path, ManagerConfig)
     for ref in (config.management, *config.workers):
         if not ref.kubeconfig.is_absolute():
-            ref.kubeconfig = base / ref.kubeconfig
+            ref.kubeconfig = path.parent / ref.kubeconfig
     return config

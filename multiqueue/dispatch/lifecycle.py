@@ -20,13 +20,7 @@ from multiqueue.dispatch.generic import (
     mirror_identity,
 )
 from multiqueue.dispatch.placement import WorkerView, place
-
-
-@dataclasses.dataclass
-class Event:
-    type: str
-    reason: str
-    message: str
+from multiqueue.kube.events import Event
 
 
 @dataclasses.dataclass

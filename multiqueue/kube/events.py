@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -32,6 +33,15 @@ SPAM_BURST: Final = 25
 SPAM_REFILL_SECONDS: Final = 300.0
 CACHE_SIZE: Final = 4096
 QUEUE_LIMIT: Final = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """An event a decide step wants recorded; the executor hands it to an :class:`EventRecorder`."""
+
+    type: str
+    reason: str
+    message: str
 
 
 class EventRecorder:

@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from multiqueue.api.meta import dns1123_label_errors
+from multiqueue.dispatch.config import load_model
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased as one line that names the field."""
 
 
 def _all_controllers() -> list[Literal["job", "cronjob"]]:
@@ -83,28 +79,11 @@ class LocalConfig(BaseModel):
 
 
 def load_local_config(path: Path | None) -> LocalConfig:
-    """Read and validate the file; every problem becomes a :class:`ConfigError` naming the field."""
+    """The local clusters config; every problem is a :class:`ConfigError` naming the field."""
     if path is None and not DEFAULT_CONFIG.exists():
-        # Installed without the source tree: the same three clusters clusters/local.yaml describes.
+        # Installed without the source tree: the same clusters clusters/local.yaml describes.
         return LocalConfig(
             clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
             manager=LocalManager(),
         )
-    source = path or DEFAULT_CONFIG
-    try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {source}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {source} is not valid YAML: {str(exc).splitlines()[0]}") from exc
-    try:
-        return LocalConfig.model_validate(data if data is not None else {})
-    except ValidationError as exc:
-        raise ConfigError(f"config {source}: {describe_validation_error(exc)}") from exc
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first problem pydantic found, as ``field.path: message``."""
-    first = exc.errors()[0]
-    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    return f"{location}: {first['msg']}"
+    return load_model(path or DEFAULT_CONFIG, LocalConfig)

@@ -67,7 +67,7 @@ def test_invalid_manifest_reports_upstream_message(
     [
         pytest.param("a: [unclosed", "not valid YAML", id="bad-yaml"),
         pytest.param("- just\n- a list\n", "must be a Kubernetes object", id="not-an-object"),
-        pytest.param("", "no manifests found", id="empty"),
+        pytest.param("", "no Job or CronJob manifests found", id="empty"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: str, problem: str) -> None:
