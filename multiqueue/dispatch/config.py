@@ -52,6 +52,8 @@ class ManagerConfig(BaseModel):
     management: ClusterRef
     workers: Annotated[list[WorkerConfig], Field(min_length=1)]
     placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    # Namespaces of the management cluster whose Jobs are dispatched; empty means all.
+    namespaces: list[str] = Field(default_factory=list)
     # The kinds to dispatch; each needs its adapter (multiqueue/dispatch/kinds.py) and, for custom kinds, the CRD
     # installed on every cluster.
     kinds: Annotated[list[Literal["Job", "JobGroup"]], Field(min_length=1)] = Field(

@@ -66,6 +66,7 @@ class Dispatcher:
         origin: str,
         managed_by: str,
         policy: str,
+        namespaces: frozenset[str] = frozenset(),
         workers_count: int = 8,
     ) -> None:
         self.adapter = adapter
@@ -74,6 +75,7 @@ class Dispatcher:
         self.origin = origin
         self.managed_by = managed_by
         self.policy = policy
+        self.namespaces = namespaces
         self.workers_count = workers_count
         self.users: Informer = management_factory.informer(adapter.resource)
         self.queue: WorkQueue[str] = WorkQueue("dispatcher")
@@ -112,6 +114,8 @@ class Dispatcher:
     # --- handlers ----------------------------------------------------------------------------------------------
 
     def _relevant(self, user: Obj) -> bool:
+        if self.namespaces and namespace_of(user) not in self.namespaces:
+            return False
         return self.adapter.managed_by(user) == self.managed_by or MIRROR_FINALIZER in as_list(
             metadata(user).get("finalizers")
         )

@@ -65,6 +65,7 @@ class Manager:
                 origin=config.name,
                 managed_by=config.managed_by,
                 policy=config.placement,
+                namespaces=frozenset(config.namespaces),
             )
         for factory in self._factories:
             factory.start()

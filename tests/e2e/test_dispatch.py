@@ -276,3 +276,21 @@ async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_cluster
     assert created and all(CLUSTER_LABEL in j["metadata"].get("labels", {}) for j in created)
     local_pods, _ = await clusters.client().list(PODS, "default")
     assert local_pods == [], "dispatched, not run on the management cluster"
+
+
+async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clusters: Clusters) -> None:
+    from multiqueue.kube.client import NAMESPACES
+
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    config = clusters.local.manager.config.model_copy(update={"namespaces": ["team-a"]})
+    await clusters.local.manager.stop()
+    clusters.local.manager = Manager(config)
+    await clusters.local.manager.start()
+    management = clusters.client()
+    await management.create(NAMESPACES, {"metadata": {"name": "team-a"}})
+    await management.create(JOBS, managed("outside", "true"), "default")
+    await management.create(JOBS, managed("inside", "true"), "team-a")
+    await clusters.wait_for(JOBS, "team-a", "inside", has_condition("Complete"))
+    outside = await management.get(JOBS, "outside", "default")
+    assert CLUSTER_LABEL not in (outside["metadata"].get("labels") or {})
