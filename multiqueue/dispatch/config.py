@@ -52,6 +52,8 @@ class ManagerConfig(BaseModel):
     management: ClusterRef
     workers: Annotated[list[WorkerConfig], Field(min_length=1)]
     placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    # How often mirrors whose user Job is gone (or was re-created) are looked for and deleted.
+    gc_interval: Annotated[float, Field(gt=0, alias="gcInterval")] = 60.0
     # Namespaces of the management cluster whose Jobs are dispatched; empty means all.
     namespaces: list[str] = Field(default_factory=list)
     # The kinds to dispatch; each needs its adapter (multiqueue/dispatch/kinds.py) and, for custom kinds, the CRD

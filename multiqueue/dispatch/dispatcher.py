@@ -19,7 +19,13 @@ from typing import Any, Final
 from opentelemetry import trace
 
 from multiqueue.api.meta import as_list, key_of, metadata, namespace_of
-from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, GenericJob, Obj
+from multiqueue.dispatch.generic import (
+    CLUSTER_LABEL,
+    MIRROR_FINALIZER,
+    ORIGIN_LABEL,
+    GenericJob,
+    Obj,
+)
 from multiqueue.dispatch.lifecycle import Actions, decide
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import NAMESPACES, KubeClient
@@ -67,6 +73,7 @@ class Dispatcher:
         managed_by: str,
         policy: str,
         namespaces: frozenset[str] = frozenset(),
+        gc_interval: float = 60.0,
         workers_count: int = 8,
     ) -> None:
         self.adapter = adapter
@@ -76,6 +83,7 @@ class Dispatcher:
         self.managed_by = managed_by
         self.policy = policy
         self.namespaces = namespaces
+        self.gc_interval = gc_interval
         self.workers_count = workers_count
         self.users: Informer = management_factory.informer(adapter.resource)
         self.queue: WorkQueue[str] = WorkQueue("dispatcher")

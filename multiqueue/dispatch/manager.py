@@ -66,6 +66,7 @@ class Manager:
                 managed_by=config.managed_by,
                 policy=config.placement,
                 namespaces=frozenset(config.namespaces),
+                gc_interval=config.gc_interval,
             )
         for factory in self._factories:
             factory.start()

@@ -294,3 +294,53 @@ async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clus
     await clusters.wait_for(JOBS, "team-a", "inside", has_condition("Complete"))
     outside = await management.get(JOBS, "outside", "default")
     assert CLUSTER_LABEL not in (outside["metadata"].get("labels") or {})
+
+
+async def test_garbage_collection_deletes_orphaned_mirrors_only(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    worker = clusters.client("worker-1")
+    orphan = job_body("orphan", "sleep 60", suspend=True)
+    orphan["metadata"].update(
+        labels={ORIGIN_LABEL: "multiqueue"}, annotations={ORIGIN_UID_ANNOTATION: "gone-uid"}
+    )
+    await worker.create(JOBS, orphan, "default")
+    other = job_body("other-origin", "sleep 60", suspend=True)
+    other["metadata"].update(
+        labels={ORIGIN_LABEL: "someone-else"}, annotations={ORIGIN_UID_ANNOTATION: "gone-uid"}
+    )
+    await worker.create(JOBS, other, "default")
+    config = clusters.local.manager.config.model_copy(update={"gc_interval": 0.2})
+    await clusters.local.manager.stop()
+    clusters.local.manager = Manager(config)
+    await clusters.local.manager.start()
+    await clusters.wait_gone(JOBS, "default", "orphan", cluster="worker-1")
+    still = await worker.get(JOBS, "other-origin", "default")
+    assert still["metadata"]["labels"][ORIGIN_LABEL] == "someone-else"
+
+
+async def test_recreated_job_gets_a_fresh_mirror(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    body = managed("again", "sleep 60")
+    body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}
+    first = await management.create(JOBS, body, "default")
+    await clusters.wait_for(JOBS, "default", "again", lambda j: True, cluster="worker-1")
+    # The user removes the Job for good (finalizer too, as `kubectl patch` could) and creates it again.
+    await management.patch(JOBS, "again", {"metadata": {"finalizers": None}}, "default")
+    await management.delete(JOBS, "again", "default", propagation="Background")
+    await clusters.wait_gone(JOBS, "default", "again")
+    second = await management.create(
+        JOBS,
+        {**body, "spec": {**body["spec"], "template": job_body("x", "true")["spec"]["template"]}},
+        "default",
+    )
+    mirror = await clusters.wait_for(
+        JOBS,
+        "default",
+        "again",
+        lambda m: m["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] == second["metadata"]["uid"],
+        cluster="worker-1",
+    )
+    assert mirror["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] != first["metadata"]["uid"]
+    await clusters.wait_for(JOBS, "default", "again", has_condition("Complete"))
