@@ -39,6 +39,19 @@ class WorkerConfig(ClusterRef):
         return value
 
 
+class LeaderElectionConfig(BaseModel):
+    """Several replicas may run; only the holder of this Lease dispatches."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = False
+    namespace: str = "multiqueue-system"
+    lease_name: str = Field("multiqueue-manager", alias="leaseName")
+    lease_duration: Annotated[float, Field(gt=0, alias="leaseDurationSeconds")] = 15.0
+    renew_deadline: Annotated[float, Field(gt=0, alias="renewDeadlineSeconds")] = 10.0
+    retry_period: Annotated[float, Field(gt=0, alias="retryPeriodSeconds")] = 2.0
+
+
 def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
     return ["Job"]
 
@@ -65,6 +78,9 @@ class ManagerConfig(BaseModel):
         default_factory=list, alias="embeddedControllers"
     )
     metrics_address: str = Field("127.0.0.1:8080", alias="metricsAddress")
+    leader_election: LeaderElectionConfig = Field(
+        default_factory=lambda: LeaderElectionConfig.model_validate({}), alias="leaderElection"
+    )
 
     @field_validator("workers")
     @classmethod

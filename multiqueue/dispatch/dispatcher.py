@@ -23,6 +23,7 @@ from multiqueue.dispatch.generic import (
     CLUSTER_LABEL,
     MIRROR_FINALIZER,
     ORIGIN_LABEL,
+    ORIGIN_UID_ANNOTATION,
     GenericJob,
     Obj,
 )
@@ -114,10 +115,46 @@ class Dispatcher:
         await asyncio.gather(
             self.users.wait_for_sync(), *(w.informer.wait_for_sync() for w in self.workers.values())
         )
+        collector = asyncio.create_task(self._collect_periodically(), name="dispatcher-gc")
         try:
             await run_workers(self.queue, self.sync, self.workers_count)
         finally:
+            collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await collector
             self.queue.shut_down()
+
+    def reset_queue(self) -> None:
+        """A fresh queue for the next term as leader, filled from the caches."""
+        self.queue = WorkQueue("dispatcher")
+        for user in self.users.objects():
+            self._user_changed(user)
+
+    async def _collect_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.gc_interval)
+            try:
+                await self.collect_garbage()
+            except KubeError as exc:
+                log.warning("garbage collection of mirrors: %s", exc)
+
+    def garbage(self) -> list[tuple[str, Obj]]:
+        """Mirrors of ours whose user Job is gone, or is a new Job with the same name (another UID)."""
+        found = []
+        for name, worker in self.workers.items():
+            for mirror in worker.informer.objects():
+                user = self.users.get(key_of(mirror))
+                origin_uid = (metadata(mirror).get("annotations") or {}).get(ORIGIN_UID_ANNOTATION)
+                if user is None or metadata(user).get("uid") != origin_uid:
+                    found.append((name, mirror))
+        return found
+
+    async def collect_garbage(self) -> int:
+        """Delete every mirror :meth:`garbage` finds; mirrors of other origins are never in our caches."""
+        doomed = self.garbage()
+        for name, mirror in doomed:
+            await self._delete_mirror(name, mirror)
+        return len(doomed)
 
     # --- handlers ----------------------------------------------------------------------------------------------
 

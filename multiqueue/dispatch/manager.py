@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import uuid
 
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
@@ -13,6 +15,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
+from multiqueue.kube.leaderelection import LeaderElector, LeaseTimings
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,14 @@ class Manager:
         self._factories: list[InformerFactory] = []
         self._recorder: EventRecorder | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._elector: LeaderElector | None = None
+        self._election: asyncio.Task[None] | None = None
+        self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+    @property
+    def leading(self) -> bool:
+        """Dispatching now: always without leader election, else while holding the Lease."""
+        return bool(self._tasks)
 
     @property
     def dispatcher(self) -> Dispatcher | None:
@@ -71,9 +82,37 @@ class Manager:
         for factory in self._factories:
             factory.start()
         self._recorder.start()
+        election = config.leader_election
+        if not election.enabled:
+            self._start_dispatching()
+            return
+        self._elector = LeaderElector(
+            self.management,
+            election.namespace,
+            election.lease_name,
+            self.identity,
+            timings=LeaseTimings(election.lease_duration, election.renew_deadline, election.retry_period),
+            on_started_leading=self._start_dispatching,
+            on_stopped_leading=self._stop_dispatching,
+        )
+        self._election = asyncio.create_task(self._elector.run(), name="leader-election")
+
+    def _start_dispatching(self) -> None:
+        log.info("manager %s dispatches", self.identity)
         self._tasks = [
             asyncio.create_task(self._run(d), name=f"dispatcher:{k}") for k, d in self.dispatchers.items()
         ]
+
+    async def _stop_dispatching(self) -> None:
+        """Lost the Lease: stop writing at once; the caches stay warm for a later term."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for dispatcher in self.dispatchers.values():
+            dispatcher.reset_queue()
 
     async def _run(self, dispatcher: Dispatcher) -> None:
         try:
@@ -85,11 +124,12 @@ class Manager:
             raise
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        """Stop cleanly: hand the Lease back (so a successor starts at once), then close everything."""
+        if self._election is not None:
+            self._election.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._election
+        await self._stop_dispatching()
         if self._recorder is not None:
             await self._recorder.stop()
         for factory in self._factories:

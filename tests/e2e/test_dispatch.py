@@ -344,3 +344,41 @@ async def test_recreated_job_gets_a_fresh_mirror(dispatching_clusters: Clusters,
     )
     assert mirror["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] != first["metadata"]["uid"]
     await clusters.wait_for(JOBS, "default", "again", has_condition("Complete"))
+
+
+async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clusters: Clusters) -> None:
+    import time
+
+    from multiqueue.kube.client import NAMESPACES
+
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    base = clusters.local.manager.config
+    await clusters.local.manager.stop()
+    clusters.local.manager = None
+    await clusters.client().create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    election = base.leader_election.model_copy(
+        update={"enabled": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.2}
+    )
+    config = base.model_copy(update={"leader_election": election})
+    managers = [Manager(config), Manager(config)]
+    for manager in managers:
+        await manager.start()
+    try:
+        await clusters.client().create(JOBS, managed("first", "true"), "default")
+        await clusters.wait_for(JOBS, "default", "first", has_condition("Complete"))
+        leaders = [m for m in managers if m.leading]
+        assert len(leaders) == 1
+        leader, follower = leaders[0], next(m for m in managers if m is not leaders[0])
+        # The leader dies: its connection goes first, so it cannot hand the Lease back.
+        assert leader.management is not None
+        await leader.management.close()
+        died = time.monotonic()
+        await leader.stop()
+        await clusters.client().create(JOBS, managed("second", "true"), "default")
+        await clusters.wait_for(JOBS, "default", "second", has_condition("Complete"), within=30)
+        assert follower.leading
+        assert time.monotonic() - died < 30
+    finally:
+        for manager in managers:
+            await manager.stop()
