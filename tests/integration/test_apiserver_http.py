@@ -131,15 +131,19 @@ async def test_custom_resources_are_served(http: aiohttp.ClientSession) -> None:
     code, _ = await _call(http, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=CRD)
     assert code == 201
     path = "/apis/example.com/v1/namespaces/default/widgets"
+    established = False
     async with http.get(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=1&timeoutSeconds=5"
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=1&timeoutSeconds=30"
     ) as stream:
         async for line in stream.content:
             event = json.loads(line)
             conditions = event["object"].get("status", {}).get("conditions", [])
             if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                established = True
                 break
+    assert established, "the CRD never became Established"
     code, body = await _call(http, "GET", "/apis/example.com/v1")
+    assert code == 200, body
     assert [r["name"] for r in body["resources"]] == ["widgets", "widgets/status"]
     code, body = await _call(
         http,
