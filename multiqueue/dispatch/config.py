@@ -6,11 +6,28 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from multiqueue.api.meta import dns1123_label_errors
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def _dns_label(value: str) -> str:
+    problems = dns1123_label_errors(value)
+    if problems:
+        raise ValueError(problems[0])
+    return value
+
+
+# Cluster names become context names, label values and node names: DNS-1123 labels.
+ClusterName = Annotated[str, AfterValidator(_dns_label)]
+
+
+def first_duplicate(names: list[str]) -> str | None:
+    """The first name that occurs twice, in sorted order, or None."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    return duplicates[0] if duplicates else None
 
 
 class ConfigError(Exception):
@@ -27,16 +44,8 @@ class ClusterRef(BaseModel):
 
 
 class WorkerConfig(ClusterRef):
-    name: str
+    name: ClusterName
     labels: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _dns_label(cls, value: str) -> str:
-        problems = dns1123_label_errors(value)
-        if problems:
-            raise ValueError(problems[0])
-        return value
 
 
 class LeaderElectionConfig(BaseModel):
@@ -85,10 +94,9 @@ class ManagerConfig(BaseModel):
     @field_validator("workers")
     @classmethod
     def _unique(cls, workers: list[WorkerConfig]) -> list[WorkerConfig]:
-        names = [w.name for w in workers]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate worker name {duplicates[0]!r}")
+        duplicate = first_duplicate([w.name for w in workers])
+        if duplicate is not None:
+            raise ValueError(f"duplicate worker name {duplicate!r}")
         return workers
 
 

@@ -287,22 +287,10 @@ class KubeClient:
     async def follow_log(self, name: str, namespace: str, container: str | None = None) -> AsyncIterator[str]:
         """Lines of a pod's log as they are written (``kubectl logs -f``), until the container ends."""
         params = _params(container=container, follow="true")
-        await self.limiter.acquire()
-        self.requests["get"] += 1
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.options.request_timeout, sock_read=None)
-        try:
-            async with self._session.get(
-                PODS.path(namespace, name, "log"),
-                params=params,
-                headers=await self.credentials.auth_headers(),
-                timeout=timeout,
-            ) as response:
-                if response.status >= 400:
-                    raise error_for(response.status, await _status_body(response))
-                async for line in response.content:
-                    yield line.decode(errors="replace").rstrip("\n")
-        except aiohttp.ClientError as exc:
-            raise TransportError(f"logs of {namespace}/{name} on {self.name}: {exc!r}") from exc
+        async for line in self._stream(
+            PODS.path(namespace, name, "log"), params, "get", None, f"logs of {namespace}/{name}"
+        ):
+            yield line.decode(errors="replace").rstrip("\n")
 
     async def watch(
         self,
@@ -328,34 +316,44 @@ class KubeClient:
             timeoutSeconds=timeout_seconds,
             allowWatchBookmarks="true" if bookmarks else None,
         )
+        what = f"watch {resource.plural}"
+        async for line in self._stream(
+            resource.path(namespace), params, "watch", self.options.watch_read_timeout, what
+        ):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError as exc:
+                raise TransportError(f"{what} on {self.name}: {exc!r}") from exc
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                raise error_for(int(status.get("code") or 500), status)
+            yield event
+
+    async def _stream(
+        self, path: str, params: Mapping[str, str], verb: str, read_timeout: float | None, what: str
+    ) -> AsyncIterator[bytes]:
+        """Lines of a long-running response; a silent socket past ``read_timeout`` counts as a dead connection."""
         await self.limiter.acquire()
-        self.requests["watch"] += 1
+        self.requests[verb] += 1
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.options.request_timeout, sock_read=self.options.watch_read_timeout
+            total=None, sock_connect=self.options.request_timeout, sock_read=read_timeout
         )
         try:
             async with self._session.get(
-                resource.path(namespace),
-                params=params,
-                headers=await self.credentials.auth_headers(),
-                timeout=timeout,
+                path, params=params, headers=await self.credentials.auth_headers(), timeout=timeout
             ) as response:
                 if response.status >= 400:
                     raise error_for(response.status, await _status_body(response))
                 async for line in response.content:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise error_for(int(status.get("code") or 500), status)
-                    yield event
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise TransportError(f"watch {resource.plural} on {self.name}: {exc!r}") from exc
+                    yield line
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise TransportError(f"{what} on {self.name}: {exc!r}") from exc
         except RuntimeError as exc:
             if not self._session.closed:
                 raise
-            raise TransportError(f"watch {resource.plural} on {self.name}: the client is closed") from exc
+            raise TransportError(f"{what} on {self.name}: the client is closed") from exc
 
     # --- plumbing --------------------------------------------------------------------------------------------
 

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from multiqueue.api.meta import dns1123_label_errors
-from multiqueue.dispatch.config import load_model
+from multiqueue.dispatch.config import ClusterName, first_duplicate, load_model
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 
@@ -20,7 +19,7 @@ def _all_controllers() -> list[Literal["job", "cronjob"]]:
 class LocalCluster(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str
+    name: ClusterName
     # 0 picks a free port (the one used last time, when it is still free).
     port: Annotated[int, Field(ge=0, le=65535)] = 0
     # The embedded controllers that run against this cluster.
@@ -29,14 +28,6 @@ class LocalCluster(BaseModel):
     kubelet: Literal["process", "simulate", "none"] = "process"
     # How many pods the node runs at once; the rest wait Pending.
     capacity_pods: Annotated[int, Field(ge=1, alias="capacityPods")] = 110
-
-    @field_validator("name")
-    @classmethod
-    def _dns_label(cls, value: str) -> str:
-        problems = dns1123_label_errors(value)
-        if problems:
-            raise ValueError(problems[0])
-        return value
 
 
 class LocalManager(BaseModel):
@@ -71,10 +62,9 @@ class LocalConfig(BaseModel):
     @field_validator("clusters")
     @classmethod
     def _unique(cls, clusters: list[LocalCluster]) -> list[LocalCluster]:
-        names = [c.name for c in clusters]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate cluster name {duplicates[0]!r}")
+        duplicate = first_duplicate([c.name for c in clusters])
+        if duplicate is not None:
+            raise ValueError(f"duplicate cluster name {duplicate!r}")
         return clusters
 
 
