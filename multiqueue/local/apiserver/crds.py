@@ -104,8 +104,10 @@ class CrdController:
             if as_dict(v).get("storage")
         ]
         rtype = self.registry.by_key(CRD_KEY)[0]
+        # Serve the kind before the write that says Established: reads see a write as soon as it is applied,
+        # before its commit event, so serving on the event alone would leave a moment of 404s.
+        self.registry.apply_crd(updated)
         await self.rest.update(rtype, "", name, updated, subresource="status")
-        # The status write comes back as an event and takes the Established branch above.
 
 
 def _as_event(obj: dict[str, Any]) -> Event:
