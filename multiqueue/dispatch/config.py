@@ -9,6 +9,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from multiqueue.api.meta import dns1123_label_errors
+from multiqueue.api.quantities import parse_quantity
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,9 +44,28 @@ class ClusterRef(BaseModel):
     allow_insecure: bool = Field(False, alias="allowInsecure")
 
 
+class Capacity(BaseModel):
+    """How much a worker takes from this manager: a number of Jobs and/or resource quotas (cpu, memory,
+    nvidia.com/gpu, ...), counted from the pods' requests times their parallelism."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_jobs: Annotated[int | None, Field(ge=0, alias="maxJobs")] = None
+    resources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("resources")
+    @classmethod
+    def _quantities(cls, resources: dict[str, str]) -> dict[str, str]:
+        for name, value in resources.items():
+            if parse_quantity(value) is None:
+                raise ValueError(f"{name}: {value!r} is not a quantity")
+        return resources
+
+
 class WorkerConfig(ClusterRef):
     name: ClusterName
     labels: dict[str, str] = Field(default_factory=dict)
+    capacity: Capacity = Field(default_factory=lambda: Capacity.model_validate({}))
 
 
 class LeaderElectionConfig(BaseModel):

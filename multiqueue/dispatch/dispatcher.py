@@ -26,6 +26,7 @@ from multiqueue.dispatch.generic import (
     ORIGIN_UID_ANNOTATION,
     GenericJob,
     Obj,
+    demand,
 )
 from multiqueue.dispatch.lifecycle import Actions, decide
 from multiqueue.dispatch.placement import WorkerView
@@ -50,7 +51,18 @@ class Worker:
     client: KubeClient
     labels: dict[str, str]
     informer: Informer
+    max_jobs: int | None = None
+    quota: dict[str, float] = dataclasses.field(default_factory=dict)
     namespaces: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """What the config says about a worker besides how to reach it."""
+
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    max_jobs: int | None = None
+    quota: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -67,7 +79,7 @@ class Dispatcher:
         adapter: GenericJob,
         management: KubeClient,
         management_factory: InformerFactory,
-        workers: dict[str, tuple[KubeClient, InformerFactory, dict[str, str]]],
+        workers: dict[str, tuple[KubeClient, InformerFactory, WorkerSettings]],
         recorder: EventRecorder,
         *,
         origin: str,
@@ -93,7 +105,11 @@ class Dispatcher:
         self._seen_at: dict[str, float] = {}
         self._mirror_finished_at: dict[str, float] = {}
         self.workers: dict[str, Worker] = {}
-        for name, (client, factory, labels) in workers.items():
+        # Jobs placed on a worker and not finished: key -> (worker, demand). Updated before any await, so
+        # concurrent syncs never place past a worker's capacity.
+        self._placed: dict[str, tuple[str, dict[str, float]]] = {}
+        self._waiting: set[str] = set()
+        for name, (client, factory, settings) in workers.items():
             informer = factory.informer(adapter.resource, label_selector=f"{ORIGIN_LABEL}={origin}")
             informer.add_handlers(
                 Handlers(
@@ -102,7 +118,9 @@ class Dispatcher:
                     on_delete=self._mirror_changed,
                 )
             )
-            self.workers[name] = Worker(name, client, labels, informer)
+            self.workers[name] = Worker(
+                name, client, settings.labels, informer, settings.max_jobs, settings.quota
+            )
         self.users.add_handlers(
             Handlers(
                 on_add=self._user_changed,
@@ -169,7 +187,25 @@ class Dispatcher:
         if self._relevant(user):
             key = key_of(user)
             self._seen_at.setdefault(key, time.monotonic())
+            self._track_placement(key, user)
             self.queue.add(key)
+
+    def _track_placement(self, key: str, user: Obj | None) -> None:
+        """Keep the capacity ledger: a Job holds its worker's capacity from placement until it finishes."""
+        worker = (metadata(user).get("labels") or {}).get(CLUSTER_LABEL) if user is not None else None
+        holding = (
+            user is not None
+            and worker is not None
+            and MIRROR_FINALIZER in as_list(metadata(user).get("finalizers"))
+            and not self.adapter.is_finished(user)
+            and not metadata(user).get("deletionTimestamp")
+        )
+        if holding and user is not None and worker is not None:
+            self._placed[key] = (str(worker), demand(self.adapter.pod_sets(user)))
+        elif self._placed.pop(key, None) is not None:
+            # Capacity freed: Jobs that wait for it are placed again, oldest first.
+            for waiting in sorted(self._waiting):
+                self.queue.add(waiting)
 
     def _mirror_changed(self, mirror: Obj) -> None:
         key = key_of(mirror)
@@ -182,10 +218,26 @@ class Dispatcher:
     # --- sync --------------------------------------------------------------------------------------------------
 
     def worker_views(self) -> list[WorkerView]:
+        load: dict[str, int] = {name: 0 for name in self.workers}
+        used: dict[str, dict[str, float]] = {name: {} for name in self.workers}
+        for worker_name, asked in self._placed.values():
+            if worker_name in load:
+                load[worker_name] += 1
+                for resource, amount in asked.items():
+                    used[worker_name][resource] = used[worker_name].get(resource, 0.0) + amount
         views = []
         for worker in self.workers.values():
-            load = sum(1 for m in worker.informer.objects() if not self.adapter.is_finished(m))
-            views.append(WorkerView(worker.name, worker.labels, worker.informer.has_synced, load))
+            free = {r: q - used[worker.name].get(r, 0.0) for r, q in worker.quota.items()}
+            views.append(
+                WorkerView(
+                    worker.name,
+                    worker.labels,
+                    worker.informer.has_synced,
+                    load[worker.name],
+                    worker.max_jobs,
+                    free,
+                )
+            )
         return views
 
     async def sync(self, key: str) -> None:
@@ -198,6 +250,8 @@ class Dispatcher:
         user = self.users.get(key)
         mirrors = {name: m for name, w in self.workers.items() if (m := w.informer.get(key)) is not None}
         if user is None:
+            self._track_placement(key, None)
+            self._waiting.discard(key)
             # The user's Job is gone for good: any mirror of it is garbage.
             for name, mirror in mirrors.items():
                 await self._delete_mirror(name, mirror)
@@ -217,10 +271,21 @@ class Dispatcher:
         await self._execute(key, user, actions)
 
     async def _execute(self, key: str, user: Obj, actions: Actions) -> None:
+        if actions.place_on is not None:
+            self._placed[key] = (
+                actions.place_on,
+                demand(self.adapter.pod_sets(user)),
+            )  # reserve before any await
+            self._waiting.discard(key)
+        elif actions.waiting and actions.waiting != "suspended":
+            self._waiting.add(key)
+        else:
+            self._waiting.discard(key)
         for name, mirror in actions.delete_mirrors:
             await self._delete_mirror(name, mirror)
         if actions.place_on is not None:
             if not await self._place(user, actions.place_on):
+                self._placed.pop(key, None)
                 return
             self._turn += 1
         if actions.create_mirror is not None:

@@ -13,6 +13,7 @@ from typing import Any, Final, Protocol
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import annotations_of, as_dict, as_list, labels_of, metadata
+from multiqueue.api.quantities import parse_quantity
 from multiqueue.kube.client import JOBS, Resource
 
 Obj = dict[str, Any]
@@ -140,6 +141,17 @@ class BatchJobAdapter:
         if total is not None:
             count = min(count, total)
         return [PodSet("main", count, requests)]
+
+
+def demand(pod_sets: list[PodSet]) -> dict[str, float]:
+    """What a Job asks of a worker's capacity: each resource's request times the pods that run at once."""
+    total: dict[str, float] = {}
+    for pod_set in pod_sets:
+        for name, value in pod_set.requests.items():
+            amount = parse_quantity(value)
+            if amount is not None:
+                total[name] = total.get(name, 0.0) + amount * pod_set.count
+    return total
 
 
 def mirror_identity(mirror: Obj) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from multiqueue.dispatch.generic import (
     GenericJob,
     Obj,
     StatusRefused,
+    demand,
     mirror_identity,
 )
 from multiqueue.dispatch.placement import WorkerView, place
@@ -69,7 +70,7 @@ def decide(
         if adapter.is_suspended(user):
             actions.waiting = "suspended"
             return actions
-        placement = place(user, workers, policy, turn)
+        placement = place(user, workers, policy, turn, demand=demand(adapter.pod_sets(user)))
         if placement.worker is None:
             actions.waiting = placement.reason
             actions.events.append(Event("Normal", "Pending", placement.reason))

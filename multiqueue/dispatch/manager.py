@@ -8,8 +8,9 @@ import logging
 import socket
 import uuid
 
+from multiqueue.api.quantities import parse_quantity
 from multiqueue.dispatch.config import ManagerConfig
-from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
+from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher, WorkerSettings
 from multiqueue.dispatch.kinds import ADAPTERS
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
@@ -64,7 +65,9 @@ class Manager:
             factory = InformerFactory(client)
             self._clients.append(client)
             self._factories.append(factory)
-            workers[worker.name] = (client, factory, dict(worker.labels))
+            quota = {name: parse_quantity(value) or 0.0 for name, value in worker.capacity.resources.items()}
+            settings = WorkerSettings(dict(worker.labels), worker.capacity.max_jobs, quota)
+            workers[worker.name] = (client, factory, settings)
         self._recorder = EventRecorder(self.management, COMPONENT)
         for kind in config.kinds:
             self.dispatchers[kind] = Dispatcher(

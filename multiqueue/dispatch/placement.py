@@ -23,6 +23,19 @@ class WorkerView:
     labels: dict[str, str]
     active: bool
     load: int  # mirrors it runs that are not finished
+    max_jobs: int | None = None
+    # Resource name -> what is still free (base units); only resources with a configured quota appear.
+    free: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
+    """The first thing ``worker`` has too little of for a Job asking ``demand``, or None when it fits."""
+    if worker.max_jobs is not None and worker.load >= worker.max_jobs:
+        return "jobs"
+    for resource, amount in sorted(demand.items()):
+        if resource in worker.free and amount > worker.free[resource] + 1e-9:
+            return resource
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,9 +45,17 @@ class Placement:
 
 
 def place(
-    job: Obj, workers: Sequence[WorkerView], policy: str, turn: int = 0, exclude: frozenset[str] = frozenset()
+    job: Obj,
+    workers: Sequence[WorkerView],
+    policy: str,
+    turn: int = 0,
+    exclude: frozenset[str] = frozenset(),
+    demand: dict[str, float] | None = None,
 ) -> Placement:
-    """The worker for ``job``. ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out."""
+    """The worker for ``job``, asking ``demand`` (resource -> amount, all pods together) of its capacity.
+
+    ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out.
+    """
     candidates = [w for w in workers if w.name not in exclude]
     pinned = labels_of(job).get(CLUSTER_LABEL)
     if pinned:
@@ -58,6 +79,12 @@ def place(
             if candidates
             else "no worker",
         )
+    shortfalls = {w.name: lacking(demand or {}, w) for w in active}
+    fitting = [w for w in active if shortfalls[w.name] is None]
+    if not fitting:
+        missing = sorted({m for m in shortfalls.values() if m is not None})
+        return Placement(None, f"waiting for capacity: {', '.join(missing)}")
+    active = fitting
     if policy == ROUND_ROBIN:
         return Placement(active[turn % len(active)].name, "")
     return Placement(min(active, key=lambda w: (w.load, w.name)).name, "")

@@ -382,3 +382,38 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
     finally:
         for manager in managers:
             await manager.stop()
+
+
+async def test_a_job_that_fits_nowhere_waits_for_capacity(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    from multiqueue.kube.client import EVENTS
+
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    config = clusters.local.manager.config.model_copy(deep=True)
+    for worker in config.workers:
+        worker.capacity.max_jobs = 1
+    await clusters.local.manager.stop()
+    clusters.local.manager = Manager(config)
+    await clusters.local.manager.start()
+    management = clusters.client()
+    gate = tmp_path / "gate"
+    for name in ("one", "two"):
+        await management.create(JOBS, managed(name, f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default")
+        await clusters.wait_for(JOBS, "default", name, placed)
+    await management.create(JOBS, managed("three", "true"), "default")
+    selector = "involvedObject.name=three,reason=Pending"
+    events, rv = await management.list(EVENTS, "default", field_selector=selector)
+    if not events:
+        async with asyncio.timeout(30):
+            async for event in management.watch(
+                EVENTS, "default", resource_version=rv, field_selector=selector
+            ):
+                events = [event["object"]]
+                break
+    assert events[0]["message"] == "waiting for capacity: jobs"
+    waiting = await management.get(JOBS, "three", "default")
+    assert CLUSTER_LABEL not in (waiting["metadata"].get("labels") or {})
+    gate.touch()
+    await clusters.wait_for(JOBS, "default", "three", has_condition("Complete"))

@@ -219,3 +219,25 @@ def test_refused_status_becomes_an_event() -> None:
     actions = _decide(user, {"worker-2": _mirror_of(user, None, startTime=T0, succeeded=1)})
     assert actions.status is None
     assert [e.reason for e in actions.events] == ["StatusSyncRejected"]
+
+
+def test_placement_respects_capacity() -> None:
+    full = [
+        WorkerView("small", {}, True, 0, None, {"cpu": 1.0}),
+        WorkerView("busy", {}, True, 2, 2, {}),
+        WorkerView("roomy", {}, True, 5, None, {"cpu": 8.0, "nvidia.com/gpu": 1.0}),
+    ]
+    assert place(user_job(), full, "LeastLoaded", demand={"cpu": 2.0}).worker == "roomy"
+    assert place(user_job(), full, "LeastLoaded", demand={"cpu": 0.5}).worker == "small"
+    nothing = place(user_job(), full, "LeastLoaded", demand={"cpu": 16.0})
+    assert nothing.worker is None and nothing.reason == "waiting for capacity: cpu, jobs"
+
+
+def test_demand_is_requests_times_parallelism() -> None:
+    from multiqueue.dispatch.generic import demand
+
+    body = user_job(parallelism=3, completions=10)
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "500m", "memory": "1Gi"}
+    }
+    assert demand(ADAPTER.pod_sets(body)) == {"cpu": 1.5, "memory": 3 * 2.0**30}
