@@ -93,7 +93,7 @@ class ManagerConfig(BaseModel):
     managed_by: str = Field("multiqueue.dev/dispatcher", alias="managedBy")
     management: ClusterRef
     workers: Annotated[list[WorkerConfig], Field(min_length=1)]
-    placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
     # How often mirrors whose user Job is gone (or was re-created) are looked for and deleted.
     gc_interval: Annotated[float, Field(gt=0, alias="gcInterval")] = 60.0
     # Namespaces of the management cluster whose Jobs are dispatched; empty means all.

@@ -12,7 +12,8 @@ from multiqueue.dispatch.generic import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATI
 
 LEAST_LOADED: Final = "LeastLoaded"
 ROUND_ROBIN: Final = "RoundRobin"
-POLICIES: Final = (LEAST_LOADED, ROUND_ROBIN)
+ORDERED: Final = "Ordered"  # the config's worker order, first that fits: primary/backup setups
+POLICIES: Final = (LEAST_LOADED, ROUND_ROBIN, ORDERED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,4 +88,6 @@ def place(
     active = fitting
     if policy == ROUND_ROBIN:
         return Placement(active[turn % len(active)].name, "")
+    if policy == ORDERED:
+        return Placement(active[0].name, "")
     return Placement(min(active, key=lambda w: (w.load, w.name)).name, "")

@@ -39,7 +39,7 @@ class LocalManager(BaseModel):
     workers: Annotated[list[str], Field(min_length=1)] = Field(
         default_factory=lambda: ["worker-1", "worker-2"]
     )
-    placement: Literal["LeastLoaded", "RoundRobin"] = "LeastLoaded"
+    placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
 
 
 class LocalConfig(BaseModel):

@@ -107,6 +107,7 @@ def test_a_faulty_mirror_status_is_refused(old: dict[str, Any], new: dict[str, A
         pytest.param({}, {}, "LeastLoaded", 0, "worker-2", "", id="least-loaded"),
         pytest.param({}, {}, "RoundRobin", 0, "worker-1", "", id="round-robin-0"),
         pytest.param({}, {}, "RoundRobin", 1, "worker-2", "", id="round-robin-1"),
+        pytest.param({}, {}, "Ordered", 0, "worker-1", "", id="ordered-first-that-fits"),
         pytest.param({CLUSTER_LABEL: "worker-1"}, {}, "LeastLoaded", 0, "worker-1", "", id="pin"),
         pytest.param({CLUSTER_LABEL: "nowhere"}, {}, "LeastLoaded", 0, None, "not configured", id="pin-unknown"),
         pytest.param({}, {"multiqueue.dev/cluster-selector": "region=eu"}, "LeastLoaded", 0, "worker-1", "", id="selector"),
@@ -229,6 +230,7 @@ def test_placement_respects_capacity() -> None:
     ]
     assert place(user_job(), full, "LeastLoaded", demand={"cpu": 2.0}).worker == "roomy"
     assert place(user_job(), full, "LeastLoaded", demand={"cpu": 0.5}).worker == "small"
+    assert place(user_job(), full, "Ordered", demand={"cpu": 2.0}).worker == "roomy", "the first that fits"
     nothing = place(user_job(), full, "LeastLoaded", demand={"cpu": 16.0})
     assert nothing.worker is None and nothing.reason == "waiting for capacity: cpu, jobs"
 
