@@ -31,7 +31,15 @@ from multiqueue.dispatch.generic import (
 from multiqueue.dispatch.lifecycle import Actions, decide
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import NAMESPACES, KubeClient
-from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    KubeError,
+    NotFound,
+    TransportError,
+    Unauthorized,
+)
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.kube.workqueue import WorkQueue, run_workers
@@ -42,6 +50,7 @@ COMPONENT: Final = "multiqueue-dispatcher"
 RETRY_SOON: Final = 0.05
 # A running mirror's status changes in bursts (pods start and end together): gather a burst into one write.
 STATUS_COALESCE: Final = 0.25
+WORKER_SYNC_WAIT: Final = 10.0
 tracer = trace.get_tracer("multiqueue.dispatch")
 
 
@@ -71,6 +80,20 @@ class DispatcherMetrics:
     rejected: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     dispatch_latency: list[float] = dataclasses.field(default_factory=list)
     status_sync_latency: list[float] = dataclasses.field(default_factory=list)
+
+
+def health_reason(informer: Informer) -> str:
+    """Connected, or why a worker is not: upstream-style reasons an admin can act on."""
+    error = informer.last_error
+    if error is None:
+        return "Connected" if informer.has_synced else "Connecting"
+    if isinstance(error, Unauthorized):
+        return "Unauthorized"
+    if isinstance(error, Forbidden):
+        return "Forbidden"
+    if isinstance(error, TransportError):
+        return "ClientConnectionFailed"
+    return type(error).__name__
 
 
 class Dispatcher:
@@ -130,9 +153,16 @@ class Dispatcher:
         )
 
     async def run(self) -> None:
-        await asyncio.gather(
-            self.users.wait_for_sync(), *(w.informer.wait_for_sync() for w in self.workers.values())
-        )
+        await self.users.wait_for_sync()
+        # One unreachable worker must not hold up the others: wait a while for each cache, then go on; a worker
+        # whose cache has not synced counts as inactive until it does.
+        pending = [asyncio.ensure_future(w.informer.wait_for_sync()) for w in self.workers.values()]
+        _, late = await asyncio.wait(pending, timeout=WORKER_SYNC_WAIT)
+        for future in late:
+            future.cancel()
+        if late:
+            names = [w.name for w in self.workers.values() if not w.informer.has_synced]
+            log.warning("starting without workers whose caches have not synced: %s", ", ".join(names))
         collector = asyncio.create_task(self._collect_periodically(), name="dispatcher-gc")
         try:
             await run_workers(self.queue, self.sync, self.workers_count)
@@ -228,14 +258,16 @@ class Dispatcher:
         views = []
         for worker in self.workers.values():
             free = {r: q - used[worker.name].get(r, 0.0) for r, q in worker.quota.items()}
+            reason = health_reason(worker.informer)
             views.append(
                 WorkerView(
-                    worker.name,
-                    worker.labels,
-                    worker.informer.has_synced,
-                    load[worker.name],
-                    worker.max_jobs,
-                    free,
+                    name=worker.name,
+                    labels=worker.labels,
+                    active=reason == "Connected",
+                    load=load[worker.name],
+                    max_jobs=worker.max_jobs,
+                    reason=reason,
+                    free=free,
                 )
             )
         return views

@@ -13,7 +13,8 @@ from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, Obj
 from multiqueue.kube.client import JOBS, PODS, KubeClient
-from multiqueue.kube.errors import KubeError, NotFound
+from multiqueue.kube.config import KubeconfigError
+from multiqueue.kube.errors import KubeError, NotFound, Unauthorized
 
 
 @dataclasses.dataclass
@@ -59,8 +60,12 @@ async def _worker_row(config: ManagerConfig, index: int) -> WorkerRow:
     try:
         async with _connect(worker, worker.name) as client:
             mirrors, _ = await client.list(JOBS, label_selector=f"{ORIGIN_LABEL}={config.name}")
-    except (KubeError, OSError) as exc:
-        return WorkerRow(worker.name, f"False ({type(exc).__name__})", 0, worker.labels)
+    except Unauthorized:
+        return WorkerRow(worker.name, "False (Unauthorized)", 0, worker.labels)
+    except KubeconfigError:
+        return WorkerRow(worker.name, "False (BadKubeConfig)", 0, worker.labels)
+    except (KubeError, OSError):
+        return WorkerRow(worker.name, "False (ClientConnectionFailed)", 0, worker.labels)
     running = sum(1 for m in mirrors if not jobs.is_finished(m))
     return WorkerRow(worker.name, "True", running, worker.labels)
 

@@ -25,6 +25,9 @@ class WorkerView:
     active: bool
     load: int  # mirrors it runs that are not finished
     max_jobs: int | None = None
+    reason: str = (
+        "Connected"  # why the worker is (not) active: Connected, ClientConnectionFailed, Unauthorized...
+    )
     # Resource name -> what is still free (base units); only resources with a configured quota appear.
     free: dict[str, float] = dataclasses.field(default_factory=dict)
 

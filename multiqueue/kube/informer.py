@@ -73,6 +73,9 @@ class Informer:
         self._task: asyncio.Task[None] | None = None
         self.resource_version = ""
         self.relists = 0  # how often the informer had to LIST again (tests and metrics read it)
+        # Why the last LIST or WATCH failed, until one succeeds again: how callers tell a cluster is unreachable.
+        self.last_error: Exception | None = None
+        self.health_changed = asyncio.Event()  # set whenever ``healthy`` flips; waiters clear it
 
     # --- cache -----------------------------------------------------------------------------------------------
 
@@ -111,6 +114,11 @@ class Informer:
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def healthy(self) -> bool:
+        """Synced, and the last LIST or WATCH did not fail."""
+        return self.has_synced and self.last_error is None
+
     async def wait_for_sync(self) -> None:
         await self._synced.wait()
 
@@ -144,6 +152,9 @@ class Informer:
                 log.info("%s/%s: watch window expired; listing again", self.client.name, self.resource.plural)
                 need_list = True
             except (KubeError, ValueError) as exc:
+                if self.last_error is None:
+                    self.health_changed.set()
+                self.last_error = exc
                 failures += 1
                 need_list = True
                 delay = min(RELIST_BACKOFF_MAX, 0.2 * 2 ** min(failures, 10)) * (0.5 + random.random() / 2)
@@ -166,6 +177,9 @@ class Informer:
         for key, obj in fresh.items():
             self._upsert(key, obj)
         self.resource_version = rv
+        if self.last_error is not None or not self._synced.is_set():
+            self.health_changed.set()
+        self.last_error = None
         self._synced.set()
 
     async def _watch(self) -> None:

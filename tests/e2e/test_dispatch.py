@@ -417,3 +417,28 @@ async def test_a_job_that_fits_nowhere_waits_for_capacity(
     assert CLUSTER_LABEL not in (waiting["metadata"].get("labels") or {})
     gate.touch()
     await clusters.wait_for(JOBS, "default", "three", has_condition("Complete"))
+
+
+async def test_an_unreachable_worker_is_inactive_with_its_reason(dispatching_clusters: Clusters) -> None:
+
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    dispatcher = clusters.local.manager.dispatcher
+    assert dispatcher is not None
+    worker_2 = dispatcher.workers["worker-2"].informer
+    await clusters.local.servers["worker-2"].stop()
+    async with asyncio.timeout(30):
+        # The informer's watch breaks at once; its next LIST fails and records why.
+        while worker_2.last_error is None:
+            worker_2.health_changed.clear()
+            await worker_2.health_changed.wait()
+    views = {v.name: v for v in dispatcher.worker_views()}
+    assert (views["worker-2"].active, views["worker-2"].reason) == (False, "ClientConnectionFailed")
+    body = managed("pinned-away", "true")
+    body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-2"}
+    await clusters.client().create(JOBS, body, "default")
+    await clusters.client().create(JOBS, managed("elsewhere", "true"), "default")
+    done = await clusters.wait_for(JOBS, "default", "elsewhere", has_condition("Complete"), within=30)
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
+    waiting = await clusters.client().get(JOBS, "pinned-away", "default")
+    assert MIRROR_FINALIZER not in (waiting["metadata"].get("finalizers") or [])

@@ -224,9 +224,9 @@ def test_refused_status_becomes_an_event() -> None:
 
 def test_placement_respects_capacity() -> None:
     full = [
-        WorkerView("small", {}, True, 0, None, {"cpu": 1.0}),
-        WorkerView("busy", {}, True, 2, 2, {}),
-        WorkerView("roomy", {}, True, 5, None, {"cpu": 8.0, "nvidia.com/gpu": 1.0}),
+        WorkerView("small", {}, True, 0, free={"cpu": 1.0}),
+        WorkerView("busy", {}, True, 2, max_jobs=2),
+        WorkerView("roomy", {}, True, 5, free={"cpu": 8.0, "nvidia.com/gpu": 1.0}),
     ]
     assert place(user_job(), full, "LeastLoaded", demand={"cpu": 2.0}).worker == "roomy"
     assert place(user_job(), full, "LeastLoaded", demand={"cpu": 0.5}).worker == "small"
