@@ -4,12 +4,26 @@ The strategic merge of built-in kinds needs to know, for each list in an object,
 (``containers`` by ``name``, ``conditions`` by ``type``), merges as a set of primitives (``finalizers``), or is
 replaced whole. :func:`list_strategy` answers that from one table, which the OpenAPI documents also publish as
 ``x-kubernetes-patch-merge-key`` / ``x-kubernetes-patch-strategy`` so ``kubectl apply`` computes the same patches.
+
+Every function returns a new object and leaves its inputs alone. A patch that cannot apply raises
+:class:`PatchError` carrying the status the API server answers with; nothing else is raised, whatever the input.
+Error texts are upstream's (evanphx/json-patch, apimachinery's strategicpatch) where the case exists there.
+
+One deliberate difference from upstream's strategic merge: without ``$setElementOrder``, items a patch adds to a
+merging list go after the existing ones, in patch order (upstream interleaves them before the server's items).
+``kubectl apply`` always sends ``$setElementOrder``, and then the order follows upstream's rules.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Final
+import dataclasses
+import functools
+import re
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any, Final, Literal, ParamSpec, TypeVar
+
+from multiqueue.api.meta import Obj, as_dict
 
 # Marks a list of primitives merged as a set (upstream's patchStrategy "merge" without a merge key).
 PRIMITIVE_SET: Final = ""
@@ -21,6 +35,10 @@ _CONTAINER_LISTS: Final = {
     "volumeDevices": "devicePath",
 }
 
+_CONTAINER_STATUS_LISTS: Final = {"volumeMounts": "mountPath", "allocatedResourcesStatus": "name"}
+
+_OBJECT_META: Final[dict[str, str]] = {"finalizers": PRIMITIVE_SET, "ownerReferences": "uid"}
+
 _POD_SPEC: Final[dict[str, str]] = {
     "volumes": "name",
     "imagePullSecrets": "name",
@@ -28,6 +46,7 @@ _POD_SPEC: Final[dict[str, str]] = {
     "resourceClaims": "name",
     "schedulingGates": "name",
     "topologySpreadConstraints": "topologyKey",
+    "evictionResponders": "name",
     **{
         f"{containers}[].{field}": key
         for containers in ("containers", "initContainers", "ephemeralContainers")
@@ -38,9 +57,19 @@ _POD_SPEC: Final[dict[str, str]] = {
     "ephemeralContainers": "name",
 }
 
-_META: Final[dict[str, str]] = {
-    "metadata.finalizers": PRIMITIVE_SET,
-    "metadata.ownerReferences": "uid",
+_POD_STATUS: Final[dict[str, str]] = {
+    "conditions": "type",
+    "podIPs": "ip",
+    "hostIPs": "ip",
+    "resourceClaimStatuses": "name",
+    "nodeAllocatableResourceClaimStatuses": "resourceClaimName",
+    "nodeAllocatableResourceClaimStatuses[].mapping": "name",
+    "nodeAllocatableResourceClaimStatuses[].overhead": "name",
+    **{
+        f"{statuses}[].{field}": key
+        for statuses in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+        for field, key in _CONTAINER_STATUS_LISTS.items()
+    },
 }
 
 
@@ -48,31 +77,36 @@ def _nested(prefix: str, table: dict[str, str]) -> dict[str, str]:
     return {f"{prefix}.{path}": key for path, key in table.items()}
 
 
-_POD_TEMPLATE: Final = _nested("spec.template.spec", _POD_SPEC)
+_META: Final = _nested("metadata", _OBJECT_META)
 
-# (group, kind) -> dotted list path ("[]" steps into list items) -> merge key, or PRIMITIVE_SET.
+# A PodTemplateSpec: its own ObjectMeta lists and a PodSpec.
+_POD_TEMPLATE: Final = {**_nested("metadata", _OBJECT_META), **_nested("spec", _POD_SPEC)}
+
+_JOB_SPEC: Final = {**_nested("template", _POD_TEMPLATE), "scheduling.resourceClaims": "name"}
+
+# (group, kind) -> dotted list path ("[]" steps into list items) -> merge key, or PRIMITIVE_SET. Taken from the
+# patchStrategy/patchMergeKey tags of k8s.io/api; a list not named here is replaced whole, as upstream does.
 MERGE_KEYS: Final[dict[tuple[str, str], dict[str, str]]] = {
-    ("", "Pod"): {
-        **_META,
-        **_nested("spec", _POD_SPEC),
-        "status.conditions": "type",
-        "status.podIPs": "ip",
-        "status.hostIPs": "ip",
-    },
-    ("batch", "Job"): {**_META, **_POD_TEMPLATE, "status.conditions": "type"},
+    ("", "Pod"): {**_META, **_nested("spec", _POD_SPEC), **_nested("status", _POD_STATUS)},
+    ("batch", "Job"): {**_META, **_nested("spec", _JOB_SPEC), "status.conditions": "type"},
     ("batch", "CronJob"): {
         **_META,
-        **_nested("spec.jobTemplate", _POD_TEMPLATE),
-        "status.active": "uid",
+        **_nested("spec.jobTemplate.metadata", _OBJECT_META),
+        **_nested("spec.jobTemplate.spec", _JOB_SPEC),
     },
-    ("", "Node"): {**_META, "status.conditions": "type", "status.addresses": "type"},
+    ("", "Node"): {
+        **_META,
+        "spec.podCIDRs": PRIMITIVE_SET,
+        "status.conditions": "type",
+        "status.addresses": "type",
+    },
     ("", "Namespace"): {**_META, "status.conditions": "type"},
-    ("", "ServiceAccount"): {**_META, "secrets": "name", "imagePullSecrets": "name"},
+    ("", "ServiceAccount"): {**_META, "secrets": "name"},
     ("", "Event"): dict(_META),
     ("", "ConfigMap"): dict(_META),
     ("", "Secret"): dict(_META),
     ("coordination.k8s.io", "Lease"): dict(_META),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"): {**_META, "status.conditions": "type"},
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): dict(_META),
 }
 
 
@@ -83,239 +117,503 @@ def list_strategy(group: str, kind: str, path: str) -> str | None:
 
 
 class PatchError(Exception):
-    """A patch that cannot be applied. ``code``/``reason`` are what the server answers with."""
+    """A patch that cannot be applied: ``code`` 400 (``BadRequest``) for a malformed body, 422 (``Invalid``)
+    for a well-formed patch that does not fit the object, which is how upstream's API server answers."""
 
-    def __init__(self, message: str, code: int = 422, reason: str = "Invalid") -> None:
+    def __init__(self, message: str, code: Literal[400, 422] = 422) -> None:
         super().__init__(message)
         self.code = code
-        self.reason = reason
+        self.reason = "BadRequest" if code == 400 else "Invalid"
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _bounded(apply: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A document nested past Python's recursion limit is refused like any malformed body, never crashed on."""
+
+    @functools.wraps(apply)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return apply(*args, **kwargs)
+        except RecursionError:
+            raise PatchError("the patch or the object is nested too deeply", 400) from None
+
+    return guarded
+
+
+# --- JSON values --------------------------------------------------------------------------------------------
+
+
+def _token(value: Any) -> Hashable:
+    """A hashable stand-in with JSON's equality: 1 and 1.0 are one number, true and 1 are different values."""
+    if isinstance(value, bool) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, int | float):
+        return ("number", int(value) if isinstance(value, float) and value.is_integer() else value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _token(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(_token(item) for item in value))
+    return ("other", repr(value))
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type name Go's decoder names in its errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    kinds = {dict: "object", list: "array", str: "string", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _go(value: Any) -> str:
+    """``value`` as Go's ``%v`` prints decoded JSON (``map[name:a]``), so messages read like upstream's."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, dict):
+        pairs = sorted((str(key), _go(item)) for key, item in value.items())
+        return "map[" + " ".join(f"{key}:{item}" for key, item in pairs) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go(item) for item in value) + "]"
+    return str(value)
 
 
 # --- JSON merge patch (RFC 7386) ----------------------------------------------------------------------------
 
 
-def apply_merge_patch(doc: Any, patch: Any) -> Any:
-    """Maps merge recursively, null deletes, anything else replaces."""
+@_bounded
+def apply_merge_patch(doc: Obj, patch: Any) -> Obj:
+    """RFC 7386: maps merge recursively, null deletes, anything else replaces. The body must be an object, as
+    the API server requires: there is an object to patch."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(doc) if isinstance(doc, dict) else {}
+        raise PatchError("Invalid JSON Patch", 400)
+    return _merge_into(copy.deepcopy(as_dict(doc)), patch)
+
+
+def _merge_into(target: Obj, patch: Obj) -> Obj:
+    """Merge ``patch`` into ``target`` in place; ``target`` is already the caller's private copy."""
     for key, value in patch.items():
         if value is None:
-            result.pop(key, None)
+            target.pop(key, None)
+        elif isinstance(value, dict):
+            current = target.get(key)
+            target[key] = _merge_into(current if isinstance(current, dict) else {}, value)
         else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
+            target[key] = copy.deepcopy(value)
+    return target
 
 
 # --- JSON patch (RFC 6902) ----------------------------------------------------------------------------------
 
-
-def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise PatchError(f"invalid JSON pointer {path!r}", 400, "BadRequest")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]] if path else []
+_ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]*")
+_BAD_ESCAPE: Final = re.compile(r"~(?![01])")
 
 
-def _parent(doc: Any, parts: list[str], path: str) -> Any:
-    current = doc
-    for part in parts[:-1]:
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
-            current = current[int(part)]
+@_bounded
+def apply_json_patch(doc: Obj, ops: Any) -> Obj:
+    """RFC 6902 on a copy of ``doc``: every operation applies, in order, or the patch fails as a whole."""
+    if not isinstance(ops, list):
+        raise PatchError(
+            f"json: cannot unmarshal {_json_kind(ops)} into Go value of type jsonpatch.Patch", 400
+        )
+    result: Any = copy.deepcopy(as_dict(doc))
+    for op in ops:
+        result = _apply_operation(result, op)
+    if not isinstance(result, dict):
+        raise PatchError(f"the patched document is a JSON {_json_kind(result)}, not an object")
+    return result
+
+
+def _apply_operation(root: Any, op: Any) -> Any:
+    """One operation on ``root`` (changed in place where it can be); returns the new root."""
+    if not isinstance(op, dict):
+        raise PatchError(
+            f"json: cannot unmarshal {_json_kind(op)} into Go value of type jsonpatch.Operation", 400
+        )
+    kind = op.get("op")
+    if kind not in ("add", "remove", "replace", "move", "copy", "test"):
+        raise PatchError(f"Unexpected kind: {kind if isinstance(kind, str) else 'unknown'}")
+    path = _operand(op, "path", kind)
+    if kind == "remove":
+        _delete(root, path, kind)
+        return root
+    if kind in ("move", "copy"):
+        source = _operand(op, "from", kind)
+        if kind == "copy":
+            return _write(root, path, copy.deepcopy(_read(root, source, kind)), kind, insert=True)
+        if path.startswith(source + "/"):
+            raise PatchError(f"move operation does not apply: {path} is inside the value at {source}")
+        return _write(root, path, _delete(root, source, kind), kind, insert=True)
+    if "value" not in op:
+        raise PatchError(f"{kind} operation failed to decode value: missing value")
+    if kind == "test":
+        if _token(_read(root, path, kind)) != _token(op["value"]):
+            raise PatchError(f"testing value {path} failed: test failed")
+        return root
+    return _write(root, path, copy.deepcopy(op["value"]), kind, insert=kind == "add")
+
+
+def _operand(op: Obj, name: str, kind: str) -> str:
+    """The ``path`` or ``from`` pointer of an operation."""
+    if name not in op:
+        raise PatchError(f"{kind} operation failed to decode {name}: missing value")
+    pointer = op[name]
+    if not isinstance(pointer, str):
+        raise PatchError(
+            f"{kind} operation failed to decode {name}: "
+            f"json: cannot unmarshal {_json_kind(pointer)} into Go value of type string"
+        )
+    return pointer
+
+
+def _missing(kind: str, pointer: str) -> PatchError:
+    return PatchError(f'{kind} operation does not apply: doc is missing path: "{pointer}": missing value')
+
+
+def _split(pointer: str, kind: str) -> list[str]:
+    """RFC 6901 reference tokens, unescaped; a pointer that is not one points nowhere."""
+    if (pointer and not pointer.startswith("/")) or _BAD_ESCAPE.search(pointer):
+        raise _missing(kind, pointer)
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:]]
+
+
+def _locate(root: Any, pointer: str, kind: str) -> tuple[Obj | list[Any], str]:
+    """The container of the value ``pointer`` names, and its last token; the container must exist."""
+    tokens = _split(pointer, kind)
+    if not tokens:
+        raise _missing(kind, pointer)
+    node = root
+    for token in tokens[:-1]:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
+            node = node[int(token)]
         else:
-            raise PatchError(f"doc is missing path: {path!r}")
-    return current
+            raise _missing(kind, pointer)
+    if not isinstance(node, dict | list):
+        raise _missing(kind, pointer)
+    return node, tokens[-1]
 
 
-def _index(container: list[Any], part: str, path: str, allow_end: bool) -> int:
-    if part == "-" and allow_end:
-        return len(container)
-    if not part.isdigit() or (part != "0" and part.startswith("0")):
-        raise PatchError(f"invalid array index {part!r} in {path!r}")
-    index = int(part)
-    if index > len(container) or (index == len(container) and not allow_end):
-        raise PatchError(f"array index {index} out of bounds in {path!r}")
+def _index(array: list[Any], token: str, kind: str, pointer: str, *, insert: bool) -> int:
+    """A valid position in ``array``: an existing element, or also the end (``-`` or ``len``) to insert."""
+    if insert and token == "-":
+        return len(array)
+    if not _ARRAY_INDEX.fullmatch(token):
+        raise PatchError(
+            f"error in {kind} for path: '{pointer}': value was not a proper array index: '{token}'"
+        )
+    index = int(token)
+    if index > len(array) or (index == len(array) and not insert):
+        raise PatchError(
+            f"error in {kind} for path: '{pointer}': Unable to access invalid index: {index}: "
+            "invalid index referenced"
+        )
     return index
 
 
-def _get(doc: Any, path: str) -> Any:
-    parts = _pointer(path)
-    if not parts:
-        return doc
-    parent = _parent(doc, parts, path)
-    last = parts[-1]
-    if isinstance(parent, dict) and last in parent:
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(parent, last, path, allow_end=False)]
-    raise PatchError(f"doc is missing path: {path!r}")
+def _read(root: Any, pointer: str, kind: str) -> Any:
+    if pointer == "":
+        return root
+    container, token = _locate(root, pointer, kind)
+    if isinstance(container, list):
+        return container[_index(container, token, kind, pointer, insert=False)]
+    if token not in container:
+        raise _missing(kind, pointer)
+    return container[token]
 
 
-def _add(doc: Any, path: str, value: Any) -> Any:
-    parts = _pointer(path)
-    if not parts:
+def _write(root: Any, pointer: str, value: Any, kind: str, *, insert: bool) -> Any:
+    """Add (``insert``) or replace the value at ``pointer``; returns the new root."""
+    if pointer == "":
         return value
-    parent = _parent(doc, parts, path)
-    last = parts[-1]
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(parent, last, path, allow_end=True), value)
-    else:
-        raise PatchError(f"doc is missing path: {path!r}")
-    return doc
-
-
-def _remove(doc: Any, path: str) -> Any:
-    parts = _pointer(path)
-    if not parts:
-        raise PatchError("cannot remove the whole document")
-    parent = _parent(doc, parts, path)
-    last = parts[-1]
-    if isinstance(parent, dict) and last in parent:
-        del parent[last]
-    elif isinstance(parent, list):
-        del parent[_index(parent, last, path, allow_end=False)]
-    else:
-        raise PatchError(f"doc is missing path: {path!r}: missing value")
-    return doc
-
-
-def apply_json_patch(doc: Any, ops: Any) -> Any:
-    """Apply a list of RFC 6902 operations to a copy of ``doc``."""
-    if not isinstance(ops, list):
-        raise PatchError("a JSON patch must be a list of operations", 400, "BadRequest")
-    result = copy.deepcopy(doc)
-    for op in ops:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise PatchError(f"invalid JSON patch operation: {op!r}", 400, "BadRequest")
-        kind, path = op["op"], op["path"]
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise PatchError(f"operation {kind} at {path!r} has no value", 400, "BadRequest")
-        if kind == "add":
-            result = _add(result, path, copy.deepcopy(op["value"]))
-        elif kind == "remove":
-            result = _remove(result, path)
-        elif kind == "replace":
-            _get(result, path)
-            result = (
-                _add(_remove(result, path), path, copy.deepcopy(op["value"]))
-                if _pointer(path)
-                else op["value"]
-            )
-        elif kind in ("move", "copy"):
-            source = str(op.get("from", ""))
-            value = copy.deepcopy(_get(result, source))
-            if kind == "move":
-                result = _remove(result, source)
-            result = _add(result, path, value)
-        elif kind == "test":
-            if _get(result, path) != op["value"]:
-                raise PatchError(f"testing value {path} failed")
+    container, token = _locate(root, pointer, kind)
+    if isinstance(container, list):
+        index = _index(container, token, kind, pointer, insert=insert)
+        if insert:
+            container.insert(index, value)
         else:
-            raise PatchError(f"unexpected kind of JSON patch operation: {kind!r}", 400, "BadRequest")
-    return result
+            container[index] = value
+    elif insert or token in container:
+        container[token] = value
+    else:
+        raise _missing(kind, pointer)
+    return root
+
+
+def _delete(root: Any, pointer: str, kind: str) -> Any:
+    """Remove the value at ``pointer`` and return it."""
+    container, token = _locate(root, pointer, kind)
+    if isinstance(container, list):
+        return container.pop(_index(container, token, kind, pointer, insert=False))
+    if token not in container:
+        raise PatchError(
+            f"error in {kind} for path: '{pointer}': Unable to remove nonexistent key: {token}: missing value"
+        )
+    return container.pop(token)
 
 
 # --- strategic merge patch ----------------------------------------------------------------------------------
 
-_DIRECTIVE = "$patch"
-_RETAIN_KEYS = "$retainKeys"
-_DELETE_PRIMITIVES = "$deleteFromPrimitiveList/"
-_ELEMENT_ORDER = "$setElementOrder/"
+_PATCH: Final = "$patch"
+_RETAIN_KEYS: Final = "$retainKeys"
+_DELETE_FROM: Final = "$deleteFromPrimitiveList"
+_SET_ORDER: Final = "$setElementOrder"
+
+_BAD_PRIMITIVE_LIST: Final = "invalid patch format of primitive list"
+_BAD_ORDER_LIST: Final = "invalid patch format of setElementOrder list"
 
 
-def apply_strategic_merge_patch(doc: Any, patch: Any, group: str, kind: str) -> Any:
-    """Kubernetes' strategic merge for built-in kinds: lists merge by their key where the table says so."""
+@_bounded
+def apply_strategic_merge_patch(doc: Obj, patch: Any, group: str, kind: str) -> Obj:
+    """Kubernetes' strategic merge for the built-in ``group``/``kind``: lists merge as :func:`list_strategy`
+    says, maps merge, null deletes, and the ``$`` directives steer it; no directive reaches the result."""
     if not isinstance(patch, dict):
-        raise PatchError("a strategic merge patch must be an object", 400, "BadRequest")
-    table = MERGE_KEYS.get((group, kind), _META)
-    return _merge_map(copy.deepcopy(doc) if isinstance(doc, dict) else {}, patch, "", table)
+        raise PatchError("invalid JSON document", 400)
+    merge = _StrategicMerge(MERGE_KEYS.get((group, kind), _META))
+    return merge.merge_map(copy.deepcopy(as_dict(doc)), patch, "")
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+def _is_directive(key: Any) -> bool:
+    """Keys starting with ``$`` steer the merge; no built-in kind has a field named like that."""
+    return isinstance(key, str) and key.startswith("$")
 
 
-def _merge_map(
-    target: dict[str, Any], patch: dict[str, Any], path: str, table: dict[str, str]
-) -> dict[str, Any]:
-    directive = patch.get(_DIRECTIVE)
-    if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
-    if directive == "delete":
-        return {}
-    if directive not in (None, "merge"):
-        raise PatchError(f"unknown patch type: {directive}")
-    retain = patch.get(_RETAIN_KEYS)
-    if isinstance(retain, list):
-        target = {k: v for k, v in target.items() if k in retain}
-    for key, value in patch.items():
-        if key.startswith(_DELETE_PRIMITIVES):
-            field = key[len(_DELETE_PRIMITIVES) :]
-            removed = value if isinstance(value, list) else []
-            target[field] = [v for v in target.get(field) or [] if v not in removed]
-            continue
-        if key.startswith("$"):
-            continue
-        child = _join(path, key)
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict):
-            existing = target.get(key)
-            target[key] = _merge_map(existing if isinstance(existing, dict) else {}, value, child, table)
-        elif isinstance(value, list):
-            target[key] = _merge_list(target.get(key), value, child, table)
-        else:
-            target[key] = copy.deepcopy(value)
-    for key, order in patch.items():
-        if key.startswith(_ELEMENT_ORDER) and isinstance(order, list):
-            field = key[len(_ELEMENT_ORDER) :]
-            if isinstance(target.get(field), list):
-                target[field] = _reorder(target[field], order, table.get(_join(path, field)))
-    return target
+def _carries_directive(item: Any) -> bool:
+    """A list item holding ``$patch`` is an instruction about the list, never an item of it."""
+    return isinstance(item, dict) and _PATCH in item
 
 
-def _merge_list(current: Any, patch: list[Any], path: str, table: dict[str, str]) -> list[Any]:
-    strategy = table.get(path)
-    existing = current if isinstance(current, list) else []
-    if any(isinstance(item, dict) and item.get(_DIRECTIVE) == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and _DIRECTIVE in i)]
-    if strategy is None:
-        return copy.deepcopy(patch)
-    if strategy == PRIMITIVE_SET:
-        merged = list(existing)
-        merged.extend(copy.deepcopy(item) for item in patch if item not in merged)
-        return merged
-    merged = [copy.deepcopy(item) for item in existing]
-    positions = {item.get(strategy): i for i, item in enumerate(merged) if isinstance(item, dict)}
-    deleted: set[Any] = set()
-    item_path = f"{path}[]"
-    for item in patch:
-        if not isinstance(item, dict) or strategy not in item:
-            raise PatchError(f"map: {item!r} does not contain declared merge key: {strategy}")
-        key = item[strategy]
-        if item.get(_DIRECTIVE) == "delete":
-            deleted.add(key)
-            continue
-        if key in positions:
-            merged[positions[key]] = _merge_map(merged[positions[key]], item, item_path, table)
-        else:
-            positions[key] = len(merged)
-            merged.append(_merge_map({}, item, item_path, table))
-    return [item for item in merged if not (isinstance(item, dict) and item.get(strategy) in deleted)]
+def _parallel_field(key: str, prefix: str, error: str) -> str:
+    """The field a parallel-list directive (``$setElementOrder/containers``) is about."""
+    head, slash, field = key.partition("/")
+    if head != prefix or not slash:
+        raise PatchError(error, 400)
+    return field
 
 
-def _reorder(items: list[Any], order: list[Any], merge_key: str | None) -> list[Any]:
-    """``$setElementOrder``: items named in ``order`` come in that order; others keep their place after them."""
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
 
-    def identity(item: Any) -> Any:
-        if merge_key and isinstance(item, dict):
-            return item.get(merge_key)
-        return item
 
-    wanted = [o.get(merge_key) if merge_key and isinstance(o, dict) else o for o in order]
-    rank = {key: i for i, key in enumerate(wanted)}
-    ordered = sorted((i for i in items if identity(i) in rank), key=lambda i: rank[identity(i)])
-    return ordered + [i for i in items if identity(i) not in rank]
+def _element_kind(*lists: list[Any]) -> str | None:
+    """The one JSON type of every item of ``lists`` (None when they are empty), as a merging list needs."""
+    kinds = {_json_kind(item) for items in lists for item in items}
+    if len(kinds) > 1:
+        raise PatchError(f"list element types are not identical: {_go(list(lists))}")
+    if "array" in kinds:
+        raise PatchError("lists of lists are not supported")
+    return kinds.pop() if kinds else None
+
+
+def _merge_key_of(entry: Obj, key: str) -> Any:
+    if key not in entry:
+        raise PatchError(f"map: {_go(entry)} does not contain declared merge key: {key}")
+    return entry[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class _StrategicMerge:
+    """One strategic merge: the merge keys of the kind being patched, and the walk that applies them.
+
+    The ``merge_*`` methods change their target (the caller's private copy) in place; values taken from the patch
+    are rebuilt through the same walk, so its directives and nulls never reach the result.
+    """
+
+    merge_keys: Mapping[str, str]
+
+    def merge_map(self, target: Obj, patch: Obj, path: str) -> Obj:
+        directive = patch.get(_PATCH, "merge")
+        if directive == "replace":
+            return self.merge_map({}, {k: v for k, v in patch.items() if k != _PATCH}, path)
+        if directive == "delete":
+            return {}
+        if directive != "merge":
+            raise PatchError(f"unknown patch type: {_go(directive)} in map: {_go(patch)}")
+        self._retain_keys(target, patch)
+        ordered = self._set_element_orders(target, patch, path)
+        for key, value in patch.items():
+            if _is_directive(key):
+                if key.startswith(_DELETE_FROM):
+                    self._delete_from_list(target, key, value)
+            elif key not in ordered:
+                merged = self.merge_value(target.get(key), value, _join(path, key))
+                if merged is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = merged
+        return target
+
+    def merge_value(self, current: Any, patch: Any, path: str) -> Any:
+        """What a field becomes; None when the patch removes it (null, or a map with ``$patch: delete``)."""
+        if isinstance(patch, dict):
+            if patch.get(_PATCH) == "delete":
+                return None
+            return self.merge_map(current if isinstance(current, dict) else {}, patch, path)
+        if isinstance(patch, list):
+            return self.merge_list(current if isinstance(current, list) else [], patch, path)
+        return patch
+
+    def merge_list(self, current: list[Any], patch: list[Any], path: str) -> list[Any]:
+        strategy = self.merge_keys.get(path)
+        if strategy is None:
+            return self._fresh(patch, path)
+        if _element_kind(current, patch) != "object":
+            return self._union(current, patch)
+        if strategy == PRIMITIVE_SET:
+            raise PatchError("cannot merge lists without merge key for type map")
+        return self._merge_by_key(current, patch, strategy, path)
+
+    def _fresh(self, items: list[Any], path: str) -> list[Any]:
+        """A list replaced whole: its items rebuilt from nothing, list directives dropped."""
+        return [self.merge_value(None, item, f"{path}[]") for item in items if not _carries_directive(item)]
+
+    @staticmethod
+    def _union(current: list[Any], patch: list[Any]) -> list[Any]:
+        """A set of primitives: the existing items, then the patch's new ones, each once."""
+        seen: set[Hashable] = set()
+        union = []
+        for item in (*current, *patch):
+            token = _token(item)
+            if token not in seen:
+                seen.add(token)
+                union.append(item)
+        return union
+
+    def _merge_by_key(self, current: list[Obj], patch: list[Obj], key: str, path: str) -> list[Any]:
+        """Items with the same merge key merge; new ones are appended in patch order."""
+        plain = [entry for entry in patch if _PATCH not in entry]
+        doomed: set[Hashable] = set()
+        replace = False
+        for entry in patch:
+            directive = entry.get(_PATCH, "merge")
+            if directive == "replace":
+                replace = True
+            elif directive == "delete":
+                doomed.add(_token(_merge_key_of(entry, key)))
+            elif directive != "merge":
+                raise PatchError(f"unknown patch type: {_go(directive)} in map: {_go(entry)}")
+        if replace:
+            return self._fresh(plain, path)
+        items = [item for item in current if key not in item or _token(item[key]) not in doomed]
+        for entry in plain:
+            wanted = _token(_merge_key_of(entry, key))
+            match = next(
+                (n for n, item in enumerate(items) if key in item and _token(item[key]) == wanted), None
+            )
+            if match is None:
+                items.append(self.merge_map({}, entry, f"{path}[]"))
+            else:
+                items[match] = self.merge_map(items[match], entry, f"{path}[]")
+        return items
+
+    @staticmethod
+    def _retain_keys(target: Obj, patch: Obj) -> None:
+        """``$retainKeys``: fields of ``target`` not listed are cleared; the patch may only set listed ones."""
+        if _RETAIN_KEYS not in patch:
+            return
+        retained = patch[_RETAIN_KEYS]
+        if not isinstance(retained, list):
+            raise PatchError("invalid patch format of retainKeys", 400)
+        if any(
+            value is not None and not _is_directive(key) and key not in retained
+            for key, value in patch.items()
+        ):
+            raise PatchError("patch content doesn't match retainKeys list")
+        for key in [key for key in target if key not in retained]:
+            del target[key]
+
+    @staticmethod
+    def _delete_from_list(target: Obj, directive: str, doomed: Any) -> None:
+        """``$deleteFromPrimitiveList/<field>``: drop those values from the list."""
+        field = _parallel_field(directive, _DELETE_FROM, _BAD_PRIMITIVE_LIST)
+        if not isinstance(doomed, list):
+            raise PatchError(_BAD_PRIMITIVE_LIST, 400)
+        current = target.get(field)
+        if isinstance(current, list):
+            tokens = {_token(value) for value in doomed}
+            target[field] = [item for item in current if _token(item) not in tokens]
+
+    def _set_element_orders(self, target: Obj, patch: Obj, path: str) -> set[str]:
+        """Merge each list that has a ``$setElementOrder/<field>`` and put it in order; returns those fields."""
+        done: set[str] = set()
+        for directive, order in patch.items():
+            if not (isinstance(directive, str) and directive.startswith(_SET_ORDER)):
+                continue
+            field = _parallel_field(directive, _SET_ORDER, _BAD_ORDER_LIST)
+            if not isinstance(order, list):
+                raise PatchError(_BAD_ORDER_LIST, 400)
+            current, change = target.get(field), patch.get(field, [])
+            if not isinstance(change, list) or not (change or isinstance(current, list)):
+                continue  # a null or scalar the plain merge deals with, or nothing to order
+            live = current if isinstance(current, list) else []
+            child = _join(path, field)
+            ordering = _Ordering(self.merge_keys.get(child) or None)
+            ordering.check(change, order)
+            merged = self.merge_list(live, change, child) if field in patch else live
+            # Upstream's merge reuses the live list's storage, so the "live order" it then consults is the merged
+            # list's first len(live) places: deletions move later items up, additions fill the places freed.
+            # Reading it the same way orders lists exactly as a real API server does.
+            target[field] = ordering.apply(merged, ordering.ranks(order), ordering.ranks(merged[: len(live)]))
+            done.add(field)
+        return done
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ordering:
+    """Upstream's ``$setElementOrder`` rules for one list: items the directive names take its order, and the
+    server's other items keep their place relative to them as they stood in the live order."""
+
+    merge_key: str | None
+
+    def identity(self, item: Any) -> Hashable:
+        """What names an item in the order list: its merge key, or the item itself for primitives."""
+        if self.merge_key is None:
+            return _token(item)
+        if not isinstance(item, dict):
+            raise PatchError(f"expected a map, but received a {_json_kind(item)}: {_go(item)}")
+        return _token(_merge_key_of(item, self.merge_key))
+
+    def ranks(self, items: list[Any]) -> dict[Hashable, int]:
+        """The first position of each item's identity."""
+        rank: dict[Hashable, int] = {}
+        for position, item in enumerate(items):
+            rank.setdefault(self.identity(item), position)
+        return rank
+
+    def check(self, patch: list[Any], order: list[Any]) -> None:
+        """The patch's items must appear in the order list, in the same relative order."""
+        remaining: Iterator[Hashable] = iter([self.identity(entry) for entry in order])
+        if not all(self.identity(entry) in remaining for entry in patch if not _carries_directive(entry)):
+            raise PatchError(
+                f"The order in patch list:\n{_go(patch)}\n doesn't match {_SET_ORDER} list:\n{_go(order)}\n"
+            )
+
+    def apply(self, merged: list[Any], order: dict[Hashable, int], was: dict[Hashable, int]) -> list[Any]:
+        """Items named by ``order`` sorted by it, merged with the server-only ones, which keep their order.
+
+        At each step a server-only item goes first only when ``was`` (the live order) has it before the next named
+        item; items ``was`` does not know are named items, and go first.
+        """
+        named = sorted(
+            (item for item in merged if self.identity(item) in order), key=lambda i: order[self.identity(i)]
+        )
+        server_only = [item for item in merged if self.identity(item) not in order]
+        result: list[Any] = []
+        i = j = 0
+        while i < len(server_only) and j < len(named):
+            left, right = was.get(self.identity(server_only[i])), was.get(self.identity(named[j]))
+            if left is not None and right is not None and left < right:
+                result.append(server_only[i])
+                i += 1
+            else:
+                result.append(named[j])
+                j += 1
+        return result + server_only[i:] + named[j:]
