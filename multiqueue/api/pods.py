@@ -1,14 +1,14 @@
 """Pod rules and accessors: defaulting, the validation the API server applies, and the facts controllers read.
 
-Validation covers what Jobs depend on (containers, names, images, env names, restartPolicy, immutability on
-update), not every field of a PodSpec.
+Validation covers what Jobs and the local kubelet depend on (containers, their names and images, env names,
+restartPolicy, immutability on update), not every field of a PodSpec.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from multiqueue.api.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
@@ -25,6 +25,7 @@ from multiqueue.api.meta import (
     validate_annotations,
     validate_labels,
 )
+from multiqueue.api.meta import is_deleting as is_deleting
 
 Obj = dict[str, Any]
 
@@ -34,7 +35,13 @@ SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
 RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
 COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
-_ENV_NAME: Final = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+MAX_INT32: Final = 2**31 - 1
+_GO_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+# RelaxedEnvironmentVariableValidation is on by default since 1.32: any printable ASCII character but '='.
+_ENV_NAME: Final = re.compile(r"[ -<>-~]+")
+_ENV_NAME_MSG: Final = (
+    "a valid environment variable name must consist only of printable ASCII characters other than '='"
+)
 # Fields of a pod spec that may change after creation, as upstream allows.
 _MUTABLE_SPEC: Final = (
     "activeDeadlineSeconds",
@@ -42,6 +49,11 @@ _MUTABLE_SPEC: Final = (
     "schedulingGates",
     "terminationGracePeriodSeconds",
 )
+
+
+def _int(value: Any) -> int | None:
+    """An integer field, or None when absent or not an integer (JSON booleans are not integers)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # --- defaulting ---------------------------------------------------------------------------------------------
@@ -90,29 +102,19 @@ def qos_class(spec: Any) -> str:
 # --- validation ---------------------------------------------------------------------------------------------
 
 
-def validate_pod_spec(spec: Any, path: str, check_restart_policy: bool = True) -> list[FieldError]:
-    """``check_restart_policy`` is off for controllers' templates, whose own rules on it are stricter."""
-    if not isinstance(spec, dict):
-        return [required(path)]
+def _validate_env(env: list[Any], path: str) -> list[FieldError]:
     errs: list[FieldError] = []
-    containers = as_list(spec.get("containers"))
-    if not containers:
-        errs.append(required(f"{path}.containers"))
-    names: set[str] = set()
-    for field in ("initContainers", "containers"):
-        for i, container in enumerate(as_list(spec.get(field))):
-            errs += _validate_container(container, f"{path}.{field}[{i}]", names)
-    policy = spec.get("restartPolicy")
-    if check_restart_policy and policy not in RESTART_POLICIES:
-        errs.append(not_supported(f"{path}.restartPolicy", policy, list(RESTART_POLICIES)))
-    for field in ("activeDeadlineSeconds", "terminationGracePeriodSeconds"):
-        value = spec.get(field)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            errs.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
+    for i, variable in enumerate(env):
+        name = as_dict(variable).get("name")
+        if not name:
+            errs.append(required(f"{path}[{i}].name"))
+        elif not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            errs.append(invalid(f"{path}[{i}].name", name, _ENV_NAME_MSG))
     return errs
 
 
 def _validate_container(container: Any, path: str, names: set[str]) -> list[FieldError]:
+    """One container; ``names`` holds the names already taken and receives this one."""
     if not isinstance(container, dict):
         return [invalid(path, container, "must be an object")]
     errs: list[FieldError] = []
@@ -128,20 +130,7 @@ def _validate_container(container: Any, path: str, names: set[str]) -> list[Fiel
         names.add(name)
     if not container.get("image"):
         errs.append(required(f"{path}.image"))
-    for i, env in enumerate(as_list(container.get("env"))):
-        env_name = as_dict(env).get("name")
-        if not env_name:
-            errs.append(required(f"{path}.env[{i}].name"))
-        elif not isinstance(env_name, str) or not _ENV_NAME.fullmatch(env_name):
-            errs.append(
-                invalid(
-                    f"{path}.env[{i}].name",
-                    env_name,
-                    "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', "
-                    "or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or "
-                    "'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')",
-                )
-            )
+    errs += _validate_env(as_list(container.get("env")), f"{path}.env")
     for field in ("command", "args"):
         value = container.get(field)
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
@@ -149,12 +138,47 @@ def _validate_container(container: Any, path: str, names: set[str]) -> list[Fiel
     return errs
 
 
+def _validate_containers(spec: Obj, path: str) -> list[FieldError]:
+    """Names are unique across containers and init containers; upstream reports a clash at the init container."""
+    containers = as_list(spec.get("containers"))
+    errs = [] if containers else [required(f"{path}.containers")]
+    names: set[str] = set()
+    regular = [
+        e for i, c in enumerate(containers) for e in _validate_container(c, f"{path}.containers[{i}]", names)
+    ]
+    for i, container in enumerate(as_list(spec.get("initContainers"))):
+        errs += _validate_container(container, f"{path}.initContainers[{i}]", names)
+    return errs + regular
+
+
+def validate_pod_spec(spec: Any, path: str, check_restart_policy: bool = True) -> list[FieldError]:
+    """``check_restart_policy`` is off for controllers' templates, which have their own stricter rule."""
+    data = as_dict(spec)
+    errs = _validate_containers(data, path)
+    policy = data.get("restartPolicy")
+    if check_restart_policy and not policy:
+        errs.append(required(f"{path}.restartPolicy"))
+    elif check_restart_policy and policy not in RESTART_POLICIES:
+        errs.append(not_supported(f"{path}.restartPolicy", policy, list(RESTART_POLICIES)))
+    deadline = data.get("activeDeadlineSeconds")
+    if deadline is not None and not 1 <= (_int(deadline) or 0) <= MAX_INT32:
+        detail = f"must be between 1 and {MAX_INT32}, inclusive"
+        errs.append(invalid(f"{path}.activeDeadlineSeconds", deadline, detail))
+    grace = data.get("terminationGracePeriodSeconds")
+    if grace is not None and (_int(grace) is None or grace < 0):
+        errs.append(
+            invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0")
+        )
+    return errs
+
+
 def validate_pod_template(template: Any, path: str) -> list[FieldError]:
-    """A pod template of a controller: its metadata and its spec."""
+    """A controller's pod template: its labels, annotations and spec (restartPolicy is the controller's rule)."""
     data = as_dict(template)
     meta = as_dict(data.get("metadata"))
-    errs = validate_labels(meta.get("labels"), f"{path}.metadata.labels")
-    errs += validate_annotations(meta.get("annotations"), f"{path}.metadata.annotations")
+    # Upstream's ValidatePodTemplateSpec names these "<path>.labels", without "metadata".
+    errs = validate_labels(meta.get("labels"), f"{path}.labels")
+    errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     return errs + validate_pod_spec(data.get("spec"), f"{path}.spec", check_restart_policy=False)
 
 
@@ -187,16 +211,17 @@ def validate_pod_spec_update(new: Any, old: Any, path: str) -> list[FieldError]:
 # --- what controllers read ----------------------------------------------------------------------------------
 
 
+def _status(pod: Any) -> Obj:
+    return as_dict(as_dict(pod).get("status"))
+
+
 def phase(pod: Any) -> str:
-    return str(as_dict(as_dict(pod).get("status")).get("phase") or PENDING)
+    """The pod's phase; a pod the kubelet has not reported on yet is Pending."""
+    return str(_status(pod).get("phase") or PENDING)
 
 
 def is_terminal(pod: Any) -> bool:
     return phase(pod) in (SUCCEEDED, FAILED)
-
-
-def is_deleting(pod: Any) -> bool:
-    return bool(metadata(pod).get("deletionTimestamp"))
 
 
 def is_active(pod: Any) -> bool:
@@ -204,8 +229,12 @@ def is_active(pod: Any) -> bool:
     return not is_terminal(pod) and not is_deleting(pod)
 
 
+def has_condition(pod: Any, type_: str) -> bool:
+    return condition_is_true(_status(pod).get("conditions"), type_)
+
+
 def is_ready(pod: Any) -> bool:
-    return condition_is_true(as_dict(as_dict(pod).get("status")).get("conditions"), "Ready")
+    return has_condition(pod, "Ready")
 
 
 def is_scheduled(pod: Any) -> bool:
@@ -213,55 +242,79 @@ def is_scheduled(pod: Any) -> bool:
 
 
 def container_statuses(pod: Any, init: bool = False) -> list[Obj]:
-    status = as_dict(as_dict(pod).get("status"))
     field = "initContainerStatuses" if init else "containerStatuses"
-    return [as_dict(s) for s in as_list(status.get(field))]
+    return [as_dict(s) for s in as_list(_status(pod).get(field))]
+
+
+def _terminated(status: Obj) -> Obj:
+    return as_dict(as_dict(status.get("state")).get("terminated"))
 
 
 def exit_codes(pod: Any) -> list[tuple[str, int]]:
-    """(container name, exit code) of terminated containers, then of init containers (podFailurePolicy order)."""
+    """(container name, exit code) of terminated containers, then of init containers: podFailurePolicy's order."""
     codes: list[tuple[str, int]] = []
-    for init in (False, True):
-        for cs in container_statuses(pod, init):
-            terminated = as_dict(as_dict(cs.get("state")).get("terminated"))
-            code = terminated.get("exitCode")
-            if isinstance(code, int) and not isinstance(code, bool):
-                codes.append((str(cs.get("name", "")), code))
+    for status in container_statuses(pod) + container_statuses(pod, init=True):
+        code = _int(_terminated(status).get("exitCode"))
+        if code is not None:
+            codes.append((str(status.get("name", "")), code))
     return codes
 
 
 def restart_count(pod: Any) -> int:
-    return sum(
-        int(cs.get("restartCount") or 0) for cs in container_statuses(pod) + container_statuses(pod, True)
-    )
+    """Restarts of all containers: with restartPolicy OnFailure, the Job's backoffLimit counts these."""
+    statuses = container_statuses(pod) + container_statuses(pod, init=True)
+    return sum(_int(s.get("restartCount")) or 0 for s in statuses)
+
+
+def _containers_finished_at(pod: Any) -> datetime | None:
+    """The last finishedAt once every container (and every sidecar) has terminated, else None."""
+    sidecars = {
+        as_dict(c).get("name")
+        for c in as_list(as_dict(as_dict(pod).get("spec")).get("initContainers"))
+        if as_dict(c).get("restartPolicy") == "Always"
+    }
+    statuses = container_statuses(pod) + [
+        s for s in container_statuses(pod, init=True) if s.get("name") in sidecars
+    ]
+    stamps = [parse_time(_terminated(s).get("finishedAt")) for s in statuses]
+    known = [s for s in stamps if s is not None]
+    return max(known) if known and len(known) == len(stamps) else None
 
 
 def finish_time(pod: Any) -> datetime | None:
-    """When the pod finished: the latest container finishedAt, else the Ready condition's last change."""
-    latest: datetime | None = None
-    for cs in container_statuses(pod) + container_statuses(pod, True):
-        stamp = parse_time(as_dict(as_dict(cs.get("state")).get("terminated")).get("finishedAt"))
-        if stamp is not None and (latest is None or stamp > latest):
-            latest = stamp
-    if latest is not None:
-        return latest
-    ready = find_condition(as_dict(as_dict(pod).get("status")).get("conditions"), "Ready")
-    if ready is not None:
-        stamp = parse_time(ready.get("lastTransitionTime"))
-        if stamp is not None:
-            return stamp
-    return parse_time(metadata(pod).get("deletionTimestamp")) or parse_time(
-        metadata(pod).get("creationTimestamp")
+    """When the pod ended, as upstream's Job controller reckons it for back-off and for ordering finished pods.
+
+    The containers' last finishedAt; else when Ready turned False; else the deletion time minus its grace
+    period; else the creation time. None only when even that is missing.
+    """
+    finished = _containers_finished_at(pod)
+    if finished is not None:
+        return finished
+    ready = find_condition(_status(pod).get("conditions"), "Ready")
+    changed = (
+        parse_time(ready.get("lastTransitionTime")) if ready and ready.get("status") == "False" else None
     )
+    if changed is not None:
+        return changed
+    meta = metadata(pod)
+    deleted = parse_time(meta.get("deletionTimestamp"))
+    if deleted is not None:
+        return deleted - timedelta(seconds=_int(meta.get("deletionGracePeriodSeconds")) or 0)
+    return parse_time(meta.get("creationTimestamp"))
 
 
 def completion_index(pod: Any) -> int | None:
-    """The pod's completion index from its annotation (or label), None when absent or malformed."""
-    value = annotations_of(pod).get(COMPLETION_INDEX) or labels_of(pod).get(COMPLETION_INDEX)
-    if not isinstance(value, str) or not value.isdigit() or (len(value) > 1 and value.startswith("0")):
+    """The pod's completion index: the annotation, or the label when there is no annotation.
+
+    None when it is missing or malformed; parsed like Go's strconv.Atoi (so "07" is 7), negatives refused.
+    """
+    annotations = annotations_of(pod)
+    value = (
+        annotations[COMPLETION_INDEX]
+        if COMPLETION_INDEX in annotations
+        else labels_of(pod).get(COMPLETION_INDEX)
+    )
+    if not isinstance(value, str) or not _GO_INTEGER.fullmatch(value):
         return None
-    return int(value)
-
-
-def has_condition(pod: Any, type_: str) -> bool:
-    return condition_is_true(as_dict(as_dict(pod).get("status")).get("conditions"), type_)
+    index = int(value)
+    return index if index >= 0 else None
