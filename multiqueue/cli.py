@@ -21,6 +21,7 @@ from multiqueue import __version__
 from multiqueue.api import manifests
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config
+from multiqueue.dispatch.generic import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
 from multiqueue.local.config import load_local_config
@@ -195,8 +196,11 @@ async def _run_manager(config: ManagerConfig) -> int:
     )
     await runner.setup()
     await web.TCPSite(runner, host or "127.0.0.1", int(port or 8080)).start()
+    targets = [w.name for w in config.workers]
+    if config.worker_secrets.enabled:
+        targets.append(f"the workers of Secrets labelled {CLUSTER_LABEL} in {config.namespace}")
     print(
-        f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(w.name for w in config.workers)}; "
+        f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(targets)}; "
         f"metrics on http://{config.metrics_address}/metrics",
         flush=True,
     )

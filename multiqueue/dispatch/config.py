@@ -6,7 +6,15 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from multiqueue.api.meta import dns1123_label_errors
 from multiqueue.api.quantities import parse_quantity
@@ -38,7 +46,8 @@ class ConfigError(Exception):
 class ClusterRef(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    kubeconfig: Path
+    # No kubeconfig: the pod's service account (the manager runs in the management cluster).
+    kubeconfig: Path | None = None
     context: str | None = None
     # Only for test clusters: accept kubeconfigs that turn certificate checks off.
     allow_insecure: bool = Field(False, alias="allowInsecure")
@@ -64,6 +73,7 @@ class Capacity(BaseModel):
 
 class WorkerConfig(ClusterRef):
     name: ClusterName
+    kubeconfig: Path  # a worker is always reached through a kubeconfig
     labels: dict[str, str] = Field(default_factory=dict)
     capacity: Capacity = Field(default_factory=lambda: Capacity.model_validate({}))
 
@@ -74,11 +84,23 @@ class LeaderElectionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     enabled: bool = False
-    namespace: str = "multiqueue-system"
+    # Default: the manager's namespace.
+    namespace: str | None = None
     lease_name: str = Field("multiqueue-manager", alias="leaseName")
     lease_duration: Annotated[float, Field(gt=0, alias="leaseDurationSeconds")] = 15.0
     renew_deadline: Annotated[float, Field(gt=0, alias="renewDeadlineSeconds")] = 10.0
     retry_period: Annotated[float, Field(gt=0, alias="retryPeriodSeconds")] = 2.0
+
+
+class WorkerSecretsConfig(BaseModel):
+    """Workers added at runtime by Secrets labelled ``multiqueue.dev/cluster=<name>`` in the manager's namespace."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = True
+    # Kubeconfigs in Secrets may not point at local files or run exec plugins, since whoever can write a Secret
+    # would then choose what the manager reads or runs; allow them only where that is intended.
+    allow_insecure_kubeconfigs: bool = Field(False, alias="allowInsecureKubeconfigs")
 
 
 def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
@@ -91,11 +113,19 @@ class ManagerConfig(BaseModel):
     # The value of the multiqueue.dev/origin label on every mirror this manager makes.
     name: str = "multiqueue"
     managed_by: str = Field("multiqueue.dev/dispatcher", alias="managedBy")
+    # The manager's own namespace: its Lease and the Secrets of live workers are here.
+    namespace: str = "multiqueue-system"
     management: ClusterRef
-    workers: Annotated[list[WorkerConfig], Field(min_length=1)]
+    # Workers from the config file; more may come from Secrets (``workerSecrets``).
+    workers: list[WorkerConfig] = Field(default_factory=list)
     placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
     # How often mirrors whose user Job is gone (or was re-created) are looked for and deleted.
     gc_interval: Annotated[float, Field(gt=0, alias="gcInterval")] = 60.0
+    # A worker unreachable for longer than this (seconds) has its unfinished Jobs run elsewhere.
+    worker_lost_timeout: Annotated[float, Field(gt=0, alias="workerLostTimeout")] = 900.0
+    worker_secrets: WorkerSecretsConfig = Field(
+        default_factory=lambda: WorkerSecretsConfig.model_validate({}), alias="workerSecrets"
+    )
     # Namespaces of the management cluster whose Jobs are dispatched; empty means all.
     namespaces: list[str] = Field(default_factory=list)
     # The kinds to dispatch; each needs its adapter (multiqueue/dispatch/kinds.py) and, for custom kinds, the CRD
@@ -119,6 +149,16 @@ class ManagerConfig(BaseModel):
             raise ValueError(f"duplicate worker name {duplicate!r}")
         return workers
 
+    @model_validator(mode="after")
+    def _some_workers(self) -> ManagerConfig:
+        if not self.workers and not self.worker_secrets.enabled:
+            raise ValueError("no workers: list some under workers, or enable workerSecrets")
+        return self
+
+    @property
+    def lease_namespace(self) -> str:
+        return self.leader_election.namespace or self.namespace
+
 
 def load_model(path: Path, model: type[M]) -> M:
     """Read a YAML file into a pydantic model; every problem is a :class:`ConfigError` naming the field."""
@@ -139,6 +179,6 @@ def load_model(path: Path, model: type[M]) -> M:
 def load_manager_config(path: Path) -> ManagerConfig:
     config = load_model(path, ManagerConfig)
     for ref in (config.management, *config.workers):
-        if not ref.kubeconfig.is_absolute():
+        if ref.kubeconfig is not None and not ref.kubeconfig.is_absolute():
             ref.kubeconfig = path.parent / ref.kubeconfig
     return config

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -28,7 +29,7 @@ from multiqueue.dispatch.generic import (
     Obj,
     demand,
 )
-from multiqueue.dispatch.lifecycle import Actions, decide
+from multiqueue.dispatch.lifecycle import Actions, decide, with_suspend
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import NAMESPACES, KubeClient
 from multiqueue.kube.errors import (
@@ -51,6 +52,8 @@ RETRY_SOON: Final = 0.05
 # A running mirror's status changes in bursts (pods start and end together): gather a burst into one write.
 STATUS_COALESCE: Final = 0.25
 WORKER_SYNC_WAIT: Final = 10.0
+# A Job whose worker has every slot taken (a slow or hung worker) is synced again after this, instead of waiting.
+WORKER_BUSY_RETRY: Final = 1.0
 tracer = trace.get_tracer("multiqueue.dispatch")
 
 
@@ -63,6 +66,12 @@ class Worker:
     max_jobs: int | None = None
     quota: dict[str, float] = dataclasses.field(default_factory=dict)
     namespaces: set[str] = dataclasses.field(default_factory=set)
+    # When it stopped being Connected (the dispatcher's clock), or None while it is.
+    inactive_since: float | None = None
+    draining: bool = False
+    watcher: asyncio.Task[None] | None = None
+    # Syncs talking to this worker at once; a worker that hangs can hold no more than these.
+    slots: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +89,8 @@ class DispatcherMetrics:
     rejected: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     dispatch_latency: list[float] = dataclasses.field(default_factory=list)
     status_sync_latency: list[float] = dataclasses.field(default_factory=list)
+    # By the worker that was lost.
+    redispatched: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
 
 def health_reason(informer: Informer) -> str:
@@ -110,7 +121,10 @@ class Dispatcher:
         policy: str,
         namespaces: frozenset[str] = frozenset(),
         gc_interval: float = 60.0,
+        worker_lost_timeout: float = 900.0,
+        priorities: Informer | None = None,
         workers_count: int = 8,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.adapter = adapter
         self.management = management
@@ -120,7 +134,11 @@ class Dispatcher:
         self.policy = policy
         self.namespaces = namespaces
         self.gc_interval = gc_interval
+        self.worker_lost_timeout = worker_lost_timeout
+        self.priorities = priorities
         self.workers_count = workers_count
+        self.clock = clock
+        self._running = False
         self.users: Informer = management_factory.informer(adapter.resource)
         self.queue: WorkQueue[str] = WorkQueue("dispatcher")
         self.metrics = DispatcherMetrics()
@@ -132,18 +150,11 @@ class Dispatcher:
         # concurrent syncs never place past a worker's capacity.
         self._placed: dict[str, tuple[str, dict[str, float]]] = {}
         self._waiting: set[str] = set()
+        # Set whenever a Job stops holding a worker, or a mirror goes: drains wait on it.
+        self.placements_changed = asyncio.Event()
+        self.workers_changed = asyncio.Event()  # set when a worker is added or removed
         for name, (client, factory, settings) in workers.items():
-            informer = factory.informer(adapter.resource, label_selector=f"{ORIGIN_LABEL}={origin}")
-            informer.add_handlers(
-                Handlers(
-                    on_add=self._mirror_changed,
-                    on_update=lambda _o, m: self._mirror_changed(m),
-                    on_delete=self._mirror_changed,
-                )
-            )
-            self.workers[name] = Worker(
-                name, client, settings.labels, informer, settings.max_jobs, settings.quota
-            )
+            self.add_worker(name, client, factory, settings)
         self.users.add_handlers(
             Handlers(
                 on_add=self._user_changed,
@@ -157,20 +168,116 @@ class Dispatcher:
         # One unreachable worker must not hold up the others: wait a while for each cache, then go on; a worker
         # whose cache has not synced counts as inactive until it does.
         pending = [asyncio.ensure_future(w.informer.wait_for_sync()) for w in self.workers.values()]
-        _, late = await asyncio.wait(pending, timeout=WORKER_SYNC_WAIT)
+        _, late = await asyncio.wait(pending, timeout=WORKER_SYNC_WAIT) if pending else (set(), set())
         for future in late:
             future.cancel()
         if late:
             names = [w.name for w in self.workers.values() if not w.informer.has_synced]
             log.warning("starting without workers whose caches have not synced: %s", ", ".join(names))
         collector = asyncio.create_task(self._collect_periodically(), name="dispatcher-gc")
+        self._running = True
+        for worker in self.workers.values():
+            self._watch(worker)
         try:
             await run_workers(self.queue, self.sync, self.workers_count)
         finally:
+            self._running = False
             collector.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await collector
+            watchers = [w.watcher for w in self.workers.values() if w.watcher is not None]
+            for task in watchers:
+                task.cancel()
+            for task in (collector, *watchers):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            for worker in self.workers.values():
+                worker.watcher = None
             self.queue.shut_down()
+
+    # --- workers -----------------------------------------------------------------------------------------------
+
+    def add_worker(
+        self, name: str, client: KubeClient, factory: InformerFactory, settings: WorkerSettings
+    ) -> None:
+        """Dispatch to one more worker, or reach a known one through new credentials (its Jobs stay placed)."""
+        old = self.workers.get(name)
+        if old is not None and old.watcher is not None:
+            old.watcher.cancel()
+        informer = factory.informer(self.adapter.resource, label_selector=f"{ORIGIN_LABEL}={self.origin}")
+        informer.add_handlers(
+            Handlers(
+                on_add=self._mirror_changed,
+                on_update=lambda _o, m: self._mirror_changed(m),
+                on_delete=self._mirror_deleted,
+            )
+        )
+        worker = Worker(name, client, settings.labels, informer, settings.max_jobs, settings.quota)
+        worker.slots = asyncio.Semaphore(max(1, self.workers_count // 2))
+        worker.inactive_since = old.inactive_since if old is not None else self.clock()
+        self.workers[name] = worker
+        self.workers_changed.set()
+        if self._running:
+            self._watch(worker)
+        self._requeue_waiting()
+
+    def drain_worker(self, name: str) -> None:
+        """No new Jobs for this worker; those it runs finish there."""
+        worker = self.workers.get(name)
+        if worker is not None:
+            worker.draining = True
+
+    def drained(self, name: str) -> bool:
+        """Nothing of ours is left on the worker: no Job placed there, no mirror in its cache."""
+        worker = self.workers.get(name)
+        if worker is None:
+            return True
+        return not any(w == name for w, _ in self._placed.values()) and not worker.informer.keys()
+
+    def remove_worker(self, name: str) -> None:
+        worker = self.workers.pop(name, None)
+        self.workers_changed.set()
+        if worker is not None and worker.watcher is not None:
+            worker.watcher.cancel()
+
+    def _watch(self, worker: Worker) -> None:
+        worker.watcher = asyncio.create_task(self._watch_health(worker), name=f"health:{worker.name}")
+
+    async def _watch_health(self, worker: Worker) -> None:
+        """Track when a worker stopped being reachable; when that passes workerLostTimeout, its Jobs are synced
+        (and so re-dispatched); when it is back, everything of it is synced (stale mirrors go at once)."""
+        informer = worker.informer
+        while True:
+            informer.health_changed.clear()
+            connected = health_reason(informer) == "Connected"
+            if connected and worker.inactive_since is not None:
+                worker.inactive_since = None
+                log.info("worker %s is connected", worker.name)
+                self._sync_worker_jobs(worker.name)
+                self._requeue_waiting()
+            elif not connected and worker.inactive_since is None:
+                worker.inactive_since = self.clock()
+                log.warning("worker %s is unreachable: %s", worker.name, health_reason(informer))
+            if worker.inactive_since is None:
+                await informer.health_changed.wait()
+                continue
+            left = worker.inactive_since + self.worker_lost_timeout - self.clock()
+            if left <= 0:
+                await informer.health_changed.wait()
+                continue
+            try:
+                async with asyncio.timeout(left):
+                    await informer.health_changed.wait()
+            except TimeoutError:
+                log.warning("worker %s is lost; its Jobs are dispatched again", worker.name)
+                self._sync_worker_jobs(worker.name)
+                await informer.health_changed.wait()
+
+    def _sync_worker_jobs(self, name: str) -> None:
+        worker = self.workers.get(name)
+        keys = {key for key, (w, _) in self._placed.items() if w == name}
+        if worker is not None:
+            keys.update(worker.informer.keys())
+        for key in sorted(keys):
+            self.queue.add(key)
 
     def reset_queue(self) -> None:
         """A fresh queue for the next term as leader, filled from the caches."""
@@ -190,6 +297,8 @@ class Dispatcher:
         """Mirrors of ours whose user Job is gone, or is a new Job with the same name (another UID)."""
         found = []
         for name, worker in self.workers.items():
+            if health_reason(worker.informer) != "Connected":
+                continue  # asked again once it is back
             for mirror in worker.informer.objects():
                 user = self.users.get(key_of(mirror))
                 origin_uid = (metadata(mirror).get("annotations") or {}).get(ORIGIN_UID_ANNOTATION)
@@ -233,9 +342,37 @@ class Dispatcher:
         if holding and user is not None and worker is not None:
             self._placed[key] = (str(worker), demand(self.adapter.pod_sets(user)))
         elif self._placed.pop(key, None) is not None:
-            # Capacity freed: Jobs that wait for it are placed again, oldest first.
-            for waiting in sorted(self._waiting):
-                self.queue.add(waiting)
+            self.placements_changed.set()
+            self._requeue_waiting()
+
+    def priority(self, user: Obj) -> int:
+        """The value of the Job's PriorityClass; 0 without one (or when the class does not exist)."""
+        name = self.adapter.priority_class(user)
+        if name is None or self.priorities is None:
+            return 0
+        found = self.priorities.get(name)
+        value = found.get("value") if found is not None else None
+        return value if isinstance(value, int) else 0
+
+    def waiting_order(self) -> list[str]:
+        """Waiting Jobs as capacity goes to them: higher priority first, then older first."""
+
+        def rank(key: str) -> tuple[int, str, str]:
+            user = self.users.get(key)
+            if user is None:
+                return (0, "", key)
+            return (-self.priority(user), str(metadata(user).get("creationTimestamp") or ""), key)
+
+        return sorted(self._waiting, key=rank)
+
+    def _requeue_waiting(self) -> None:
+        """Capacity freed or workers changed: the waiting Jobs are placed again, in :meth:`waiting_order`."""
+        for key in self.waiting_order():
+            self.queue.add(key)
+
+    def _mirror_deleted(self, mirror: Obj) -> None:
+        self.placements_changed.set()
+        self._mirror_changed(mirror)
 
     def _mirror_changed(self, mirror: Obj) -> None:
         key = key_of(mirror)
@@ -256,9 +393,11 @@ class Dispatcher:
                 for resource, amount in asked.items():
                     used[worker_name][resource] = used[worker_name].get(resource, 0.0) + amount
         views = []
+        now = self.clock()
         for worker in self.workers.values():
             free = {r: q - used[worker.name].get(r, 0.0) for r, q in worker.quota.items()}
             reason = health_reason(worker.informer)
+            since = worker.inactive_since
             views.append(
                 WorkerView(
                     name=worker.name,
@@ -268,6 +407,10 @@ class Dispatcher:
                     max_jobs=worker.max_jobs,
                     reason=reason,
                     free=free,
+                    lost=reason != "Connected"
+                    and since is not None
+                    and now - since >= self.worker_lost_timeout,
+                    accepting=not worker.draining,
                 )
             )
         return views
@@ -303,35 +446,57 @@ class Dispatcher:
         await self._execute(key, user, actions)
 
     async def _execute(self, key: str, user: Obj, actions: Actions) -> None:
+        touched = {w for w, _ in actions.delete_mirrors}
+        for target in (actions.create_mirror, actions.suspend_mirror):
+            if target is not None:
+                touched.add(target[0])
+        if any(self.workers[w].slots.locked() for w in touched if w in self.workers):
+            # That worker is slow to answer: decide again later rather than hold a sync worker waiting on it.
+            self.queue.add_after(key, WORKER_BUSY_RETRY)
+            return
         if actions.place_on is not None:
             self._placed[key] = (
                 actions.place_on,
                 demand(self.adapter.pod_sets(user)),
             )  # reserve before any await
             self._waiting.discard(key)
+        elif actions.redispatch is not None:
+            self._placed[key] = (actions.redispatch[1], demand(self.adapter.pod_sets(user)))
+            self._waiting.discard(key)
         elif actions.waiting and actions.waiting != "suspended":
             self._waiting.add(key)
         else:
             self._waiting.discard(key)
         for name, mirror in actions.delete_mirrors:
-            await self._delete_mirror(name, mirror)
+            async with self._slot(name):
+                await self._delete_mirror(name, mirror)
         if actions.place_on is not None:
-            if not await self._place(user, actions.place_on):
+            placed = await self._place(user, actions.place_on)
+            if placed is None:
                 self._placed.pop(key, None)
                 return
+            user = placed
             self._turn += 1
+        if actions.redispatch is not None:
+            moved = await self._place(user, actions.redispatch[1])
+            if moved is None:
+                return  # re-read and decided again
+            user = moved
+            self.metrics.redispatched[actions.redispatch[0]] += 1
         if actions.create_mirror is not None:
             worker, body = actions.create_mirror
-            await self._create_mirror(key, user, worker, body)
+            async with self._slot(worker):
+                await self._create_mirror(key, user, worker, body)
         if actions.suspend_mirror is not None:
             worker, suspend = actions.suspend_mirror
-            with contextlib.suppress(NotFound):
-                await self.workers[worker].client.patch(
-                    self.adapter.resource,
-                    str(metadata(user)["name"]),
-                    self.adapter.suspend_patch(suspend),
-                    namespace_of(user),
-                )
+            async with self._slot(worker):
+                with contextlib.suppress(NotFound):
+                    await self.workers[worker].client.patch(
+                        self.adapter.resource,
+                        str(metadata(user)["name"]),
+                        self.adapter.suspend_patch(suspend),
+                        namespace_of(user),
+                    )
         if actions.status is not None:
             try:
                 await self.management.update_status(self.adapter.resource, {**user, "status": actions.status})
@@ -351,7 +516,18 @@ class Dispatcher:
                 self.metrics.rejected["invalid_transition"] += 1
             self.recorder.event(user, event.type, event.reason, event.message)
 
-    async def _place(self, user: Obj, worker: str) -> bool:
+    @contextlib.asynccontextmanager
+    async def _slot(self, name: str) -> AsyncIterator[None]:
+        worker = self.workers.get(name)
+        if worker is None:
+            yield
+            return
+        async with worker.slots:
+            yield
+
+    async def _place(self, user: Obj, worker: str) -> Obj | None:
+        """Record the placement on the user's Job (the commit point of a dispatch); the updated Job, or None
+        when it changed meanwhile (a sync follows)."""
         finalizers = [*as_list(metadata(user).get("finalizers")), MIRROR_FINALIZER]
         patch = {
             "metadata": {
@@ -361,13 +537,12 @@ class Dispatcher:
             }
         }
         try:
-            await self.management.patch(
+            return await self.management.patch(
                 self.adapter.resource, str(metadata(user)["name"]), patch, namespace_of(user)
             )
         except (Conflict, NotFound):
             self.queue.add_after(key_of(user), RETRY_SOON)
-            return False
-        return True
+            return None
 
     async def _create_mirror(self, key: str, user: Obj, worker_name: str, body: Obj) -> None:
         worker = self.workers[worker_name]
@@ -378,6 +553,11 @@ class Dispatcher:
                     NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
                 )
             worker.namespaces.add(namespace)
+        progress = self.adapter.progress(user)
+        if progress is not None:
+            if await self._create_with_progress(worker, body, progress):
+                await self._dispatched(key, user, worker_name)
+            return
         try:
             await worker.client.create(self.adapter.resource, body, namespace)
         except AlreadyExists:
@@ -390,6 +570,32 @@ class Dispatcher:
                     "it is left alone and this Job waits",
                 )
             return
+        await self._dispatched(key, user, worker_name)
+
+    async def _create_with_progress(self, worker: Worker, body: Obj, progress: Obj) -> bool:
+        """A mirror that goes on from where the user's Job stands (succeeded and failed counts, finished
+        indexes): created suspended, given that status, then let run."""
+        resource = self.adapter.resource
+        meta = metadata(body)
+        run = not self.adapter.is_suspended(body)
+        try:
+            mirror = await worker.client.create(resource, with_suspend(body, self.adapter, True))
+        except AlreadyExists:
+            return False  # made by an earlier sync, which seeded it
+        for _ in range(10):
+            status = {**(mirror.get("status") or {}), **progress}
+            try:
+                await worker.client.update_status(resource, {**mirror, "status": status})
+                break
+            except Conflict:
+                mirror = await worker.client.get(resource, str(meta["name"]), str(meta["namespace"]))
+        if run:
+            await worker.client.patch(
+                resource, str(meta["name"]), self.adapter.suspend_patch(False), str(meta["namespace"])
+            )
+        return True
+
+    async def _dispatched(self, key: str, user: Obj, worker_name: str) -> None:
         self.metrics.dispatched[worker_name] += 1
         seen = self._seen_at.pop(key, None)
         if seen is not None:

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Final, Protocol
 
 from multiqueue.api import jobs
-from multiqueue.api.meta import annotations_of, as_dict, as_list, labels_of, metadata
+from multiqueue.api.meta import annotations_of, as_dict, as_list, condition_is_true, labels_of, metadata
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.kube.client import JOBS, Resource
 
@@ -54,6 +54,18 @@ class GenericJob(Protocol):
     def synced_status(self, user: Obj, mirror: Obj) -> Obj | None: ...
 
     def pod_sets(self, obj: Obj) -> list[PodSet]: ...
+
+    def priority_class(self, obj: Obj) -> str | None:
+        """The PriorityClass that orders this Job among those waiting for capacity."""
+        ...
+
+    def progress(self, obj: Obj) -> Obj | None:
+        """The status a new mirror must start from so that finished work is not run again (None: none)."""
+        ...
+
+    def rerun_status(self, obj: Obj) -> Obj:
+        """The user's status once the mirror that ran it is lost: nothing runs until the next mirror starts."""
+        ...
 
 
 def strip_for_mirror(obj: Obj, origin: str) -> Obj:
@@ -121,6 +133,14 @@ class BatchJobAdapter:
         status = copy.deepcopy(jobs.status_of(mirror))
         # Pod UIDs of the worker mean nothing on the management cluster; counts carry the information.
         status.pop("uncountedTerminatedPods", None)
+        mine = jobs.status_of(user)
+        if (
+            mine.get("startTime")
+            and not jobs.is_suspended(user)
+            and not condition_is_true(as_list(mine.get("conditions")), "Suspended")
+        ):
+            # A running Job keeps its start time when a later mirror (after a lost worker) takes over.
+            status["startTime"] = mine["startTime"]
         if status == {k: v for k, v in jobs.status_of(user).items() if k != "uncountedTerminatedPods"}:
             return None
         new = {**user, "status": status}
@@ -141,6 +161,28 @@ class BatchJobAdapter:
         if total is not None:
             count = min(count, total)
         return [PodSet("main", count, requests)]
+
+    def priority_class(self, obj: Obj) -> str | None:
+        pod_spec = as_dict(as_dict(jobs.spec_of(obj).get("template")).get("spec"))
+        name = pod_spec.get("priorityClassName")
+        return name if isinstance(name, str) and name else None
+
+    def progress(self, obj: Obj) -> Obj | None:
+        status = jobs.status_of(obj)
+        kept = {
+            k: status[k]
+            for k in ("succeeded", "failed", "completedIndexes", "failedIndexes")
+            if status.get(k)
+        }
+        return kept or None
+
+    def rerun_status(self, obj: Obj) -> Obj:
+        status = copy.deepcopy(jobs.status_of(obj))
+        status["active"] = 0
+        for gauge in ("ready", "terminating"):
+            if gauge in status:
+                status[gauge] = 0
+        return status
 
 
 def demand(pod_sets: list[PodSet]) -> dict[str, float]:

@@ -7,14 +7,16 @@ import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, Obj
-from multiqueue.kube.client import JOBS, PODS, KubeClient
-from multiqueue.kube.config import KubeconfigError
-from multiqueue.kube.errors import KubeError, NotFound, Unauthorized
+from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
+from multiqueue.kube.client import JOBS, PODS, SECRETS, KubeClient
+from multiqueue.kube.config import KubeconfigError, load_credentials
+from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
 
 
 @dataclasses.dataclass
@@ -34,6 +36,17 @@ class JobRow:
     age_seconds: float
 
 
+@dataclasses.dataclass
+class _Worker:
+    """A worker as the manager would know it: from the config file, or from a Secret (maybe refused)."""
+
+    name: str
+    labels: dict[str, str]
+    ref: ClusterRef | None = None
+    kubeconfig: dict[str, Any] | None = None
+    refused: str = ""  # the reason a Secret makes no worker
+
+
 @asynccontextmanager
 async def _connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
     client = await KubeClient.connect(ref.kubeconfig, ref.context, name, allow_insecure=ref.allow_insecure)
@@ -41,6 +54,44 @@ async def _connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
         yield client
     finally:
         await client.close()
+
+
+@asynccontextmanager
+async def _connect_worker(worker: _Worker, allow_exec: bool) -> AsyncIterator[KubeClient]:
+    if worker.ref is not None:
+        async with _connect(worker.ref, worker.name) as client:
+            yield client
+        return
+    if worker.kubeconfig is None:
+        raise KubeconfigError(worker.refused)
+    client = KubeClient(
+        await load_credentials(config_dict=worker.kubeconfig, allow_exec=allow_exec), worker.name
+    )
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worker]:
+    """The config's workers, then those of Secrets (unless the Secrets cannot be read)."""
+    found = [_Worker(w.name, dict(w.labels), ref=w) for w in config.workers]
+    if not config.worker_secrets.enabled:
+        return found
+    try:
+        secrets, _ = await management.list(SECRETS, config.namespace, label_selector=CLUSTER_LABEL)
+    except (KubeError, OSError):
+        return found
+    allow = config.worker_secrets.allow_insecure_kubeconfigs
+    for secret in sorted(secrets, key=lambda s: str(metadata(s).get("name"))):
+        try:
+            worker = worker_from_secret(secret, allow_unsafe=allow)
+        except WorkerSecretError as refusal:
+            name = labels_of(secret).get(CLUSTER_LABEL) or str(metadata(secret).get("name"))
+            found.append(_Worker(name, {}, refused=refusal.reason))
+            continue
+        found.append(_Worker(worker.name, worker.settings.labels, kubeconfig=worker.kubeconfig))
+    return found
 
 
 def _state(job: Obj) -> str:
@@ -55,13 +106,16 @@ def _state(job: Obj) -> str:
     return "Running"
 
 
-async def _worker_row(config: ManagerConfig, index: int) -> WorkerRow:
-    worker = config.workers[index]
+async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
+    if worker.refused:
+        return WorkerRow(worker.name, f"False ({worker.refused})", 0, worker.labels)
     try:
-        async with _connect(worker, worker.name) as client:
+        async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             mirrors, _ = await client.list(JOBS, label_selector=f"{ORIGIN_LABEL}={config.name}")
     except Unauthorized:
         return WorkerRow(worker.name, "False (Unauthorized)", 0, worker.labels)
+    except Forbidden:
+        return WorkerRow(worker.name, "False (Forbidden)", 0, worker.labels)
     except KubeconfigError:
         return WorkerRow(worker.name, "False (BadKubeConfig)", 0, worker.labels)
     except (KubeError, OSError):
@@ -72,9 +126,10 @@ async def _worker_row(config: ManagerConfig, index: int) -> WorkerRow:
 
 async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
     """Workers with their health and load, and every Job this manager handles."""
-    workers = await asyncio.gather(*(_worker_row(config, i) for i in range(len(config.workers))))
     async with _connect(config.management, "management") as client:
+        known = await _workers(config, client)
         items, _ = await client.list(JOBS)
+    workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
     now = datetime.now(UTC)
     rows = []
     for job in items:
@@ -106,11 +161,12 @@ async def logs(config: ManagerConfig, name: str, namespace: str, index: int | No
             job = await client.get(JOBS, name, namespace)
         except NotFound as exc:
             raise LogsError(f'job "{namespace}/{name}" not found on the management cluster') from exc
-    worker_name = labels_of(job).get(CLUSTER_LABEL)
-    worker = next((w for w in config.workers if w.name == worker_name), None)
+        worker_name = labels_of(job).get(CLUSTER_LABEL)
+        known = await _workers(config, client) if worker_name else []
+    worker = next((w for w in known if w.name == worker_name), None)
     if worker is None:
         raise LogsError(f'job "{namespace}/{name}" has not been dispatched to a worker (yet)')
-    async with _connect(worker, worker.name) as client:
+    async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
         pods, _ = await client.list(PODS, namespace, label_selector=f"{jobs.JOB_NAME_LABEL}={name}")
         if index is not None:
             pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(index)]

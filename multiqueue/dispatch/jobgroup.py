@@ -67,3 +67,15 @@ class JobGroupAdapter:
             )
             sets.append(PodSet(str(entry.get("name", "")), count, {}))
         return sets
+
+    def priority_class(self, obj: Obj) -> str | None:
+        name = as_dict(obj.get("spec")).get("priorityClassName")
+        return name if isinstance(name, str) and name else None
+
+    def progress(self, obj: Obj) -> Obj | None:
+        return None  # a JobGroup starts over on a new worker
+
+    def rerun_status(self, obj: Obj) -> Obj:
+        status = copy.deepcopy(as_dict(obj.get("status")))
+        status.pop("active", None)
+        return status

@@ -7,6 +7,7 @@ restarted manager decides exactly as the one before it would have, and never mak
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 
@@ -31,6 +32,7 @@ class Actions:
     suspend_mirror: tuple[str, bool] | None = None
     status: Obj | None = None
     delete_mirrors: list[tuple[str, Obj]] = dataclasses.field(default_factory=list)
+    redispatch: tuple[str, str] | None = None  # (lost worker, new worker): move the cluster label
     remove_finalizer: bool = False
     events: list[Event] = dataclasses.field(default_factory=list)
     waiting: str = ""  # why the Job is not running yet
@@ -52,6 +54,24 @@ def decide(
     turn: int = 0,
 ) -> Actions:
     """``mirrors``: worker name -> a Job there with our origin label and this user Job's name (any origin UID)."""
+    actions = _decide(adapter, user, mirrors, workers, origin, managed_by, policy, turn)
+    # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
+    # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
+    active = {w.name for w in workers if w.active}
+    actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if w in active]
+    return actions
+
+
+def _decide(
+    adapter: GenericJob,
+    user: Obj,
+    mirrors: dict[str, Obj],
+    workers: Sequence[WorkerView],
+    origin: str,
+    managed_by: str,
+    policy: str,
+    turn: int,
+) -> Actions:
     actions = Actions()
     if adapter.managed_by(user) != managed_by and not _has_finalizer(user):
         return actions
@@ -59,12 +79,18 @@ def decide(
     # Mirrors of an earlier Job with the same name (the user re-created it) are garbage.
     actions.delete_mirrors = [(w, m) for w, m in mirrors.items() if w not in ours]
     placed = labels_of(user).get(CLUSTER_LABEL) if _has_finalizer(user) else None
+    lost = frozenset(w.name for w in workers if w.lost)
 
     if metadata(user).get("deletionTimestamp") or adapter.is_finished(user):
         actions.delete_mirrors += list(ours.items())
-        if not ours and _has_finalizer(user):
+        # A mirror on a lost worker must not keep the user's Job from going: it is collected on the
+        # worker's return, as an orphan.
+        if _has_finalizer(user) and all(w in lost for w in ours):
             actions.remove_finalizer = True
         return actions
+
+    if placed is not None and placed in lost:
+        return _redispatch(actions, adapter, user, workers, placed, lost, origin, policy, turn)
 
     if placed is None:
         if adapter.is_suspended(user):
@@ -88,7 +114,7 @@ def decide(
             return actions
         body = adapter.build_mirror(user, origin)
         if adapter.is_suspended(user):
-            body = _with_suspend(body, adapter, True)
+            body = with_suspend(body, adapter, True)
         actions.create_mirror = (placed, body)
         return actions
     if adapter.is_suspended(mirror) != adapter.is_suspended(user):
@@ -102,7 +128,47 @@ def decide(
     return actions
 
 
-def _with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:
+def _redispatch(
+    actions: Actions,
+    adapter: GenericJob,
+    user: Obj,
+    workers: Sequence[WorkerView],
+    placed: str,
+    lost: frozenset[str],
+    origin: str,
+    policy: str,
+    turn: int,
+) -> Actions:
+    """The worker running this Job is lost: run it on another, from the progress the user's Job records."""
+    # The cluster label is ours since placement, so it no longer pins the Job; a selector still applies.
+    unplaced = copy.deepcopy(user)
+    metadata(unplaced).get("labels", {}).pop(CLUSTER_LABEL, None)
+    placement = place(unplaced, workers, policy, turn, exclude=lost, demand=demand(adapter.pod_sets(user)))
+    if placement.worker is None:
+        actions.waiting = f"worker {placed} is lost; {placement.reason}"
+        actions.events.append(Event("Normal", "Pending", actions.waiting))
+        return actions
+    actions.redispatch = (placed, placement.worker)
+    rerun = adapter.rerun_status(user)
+    if rerun != (user.get("status") or {}):
+        actions.status = rerun
+    body = adapter.build_mirror(user, origin)
+    if adapter.is_suspended(user):
+        body = with_suspend(body, adapter, True)
+    actions.create_mirror = (placement.worker, body)
+    actions.events.append(
+        Event(
+            "Warning",
+            "Redispatched",
+            f"worker {placed} was unreachable for longer than the worker-lost timeout; "
+            f"the Job runs on worker {placement.worker} now",
+        )
+    )
+    return actions
+
+
+def with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:
+    """``body`` with the adapter's suspend patch applied."""
     patch = adapter.suspend_patch(suspend)
     merged = dict(body)
     for key, value in patch.items():

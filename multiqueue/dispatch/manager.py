@@ -1,24 +1,44 @@
-"""The manager process's dispatching half: clients for every cluster, the dispatcher, and their lifecycle."""
+"""The manager process's dispatching half: clients for every cluster, the dispatcher, and their lifecycle.
+
+Workers come from the config file and, at runtime, from Secrets (``workersecrets``): a new Secret adds a worker,
+a changed one reconnects it, a deleted one drains it (no new Jobs; it is let go once nothing of ours is left).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import uuid
+from typing import Any, Final
 
-from multiqueue.api.quantities import parse_quantity
+from multiqueue.api.meta import metadata
 from multiqueue.dispatch.config import ManagerConfig
-from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher, WorkerSettings
+from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
+from multiqueue.dispatch.generic import CLUSTER_LABEL
 from multiqueue.dispatch.kinds import ADAPTERS
-from multiqueue.kube.client import KubeClient
-from multiqueue.kube.config import load_credentials
+from multiqueue.dispatch.workersecrets import SecretWorker, WorkerSecretError, settings_of, worker_from_secret
+from multiqueue.kube.client import PRIORITY_CLASSES, SECRETS, KubeClient
+from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.events import EventRecorder
-from multiqueue.kube.informer import InformerFactory
+from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaseTimings
+from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
+
+# How often a draining worker is looked at besides when a Job or mirror of it goes.
+DRAIN_CHECK: Final = 5.0
+
+
+@dataclasses.dataclass
+class _Connection:
+    client: KubeClient
+    factory: InformerFactory
+    secret: str | None = None  # the Secret it came from; None for workers of the config file
+    fingerprint: str = ""
 
 
 class Manager:
@@ -29,6 +49,13 @@ class Manager:
         self.dispatchers: dict[str, Dispatcher] = {}
         self._clients: list[KubeClient] = []
         self._factories: list[InformerFactory] = []
+        self._workers: dict[str, _Connection] = {}
+        # Why a Secret did not make a worker, by Secret name (shown by status and metrics).
+        self.refused_secrets: dict[str, WorkerSecretError] = {}
+        self._secrets: Informer | None = None
+        self._secret_queue: WorkQueue[str] = WorkQueue("worker-secrets")
+        self._secret_worker: asyncio.Task[None] | None = None
+        self._retiring: dict[str, asyncio.Task[None]] = {}
         self._recorder: EventRecorder | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._elector: LeaderElector | None = None
@@ -63,11 +90,9 @@ class Manager:
             )
             client = KubeClient(worker_credentials, worker.name)
             factory = InformerFactory(client)
-            self._clients.append(client)
-            self._factories.append(factory)
-            quota = {name: parse_quantity(value) or 0.0 for name, value in worker.capacity.resources.items()}
-            settings = WorkerSettings(dict(worker.labels), worker.capacity.max_jobs, quota)
-            workers[worker.name] = (client, factory, settings)
+            self._workers[worker.name] = _Connection(client, factory)
+            workers[worker.name] = (client, factory, settings_of(worker.labels, worker.capacity))
+        priorities = self.management_factory.informer(PRIORITY_CLASSES)
         self._recorder = EventRecorder(self.management, COMPONENT)
         for kind in config.kinds:
             self.dispatchers[kind] = Dispatcher(
@@ -81,9 +106,27 @@ class Manager:
                 policy=config.placement,
                 namespaces=frozenset(config.namespaces),
                 gc_interval=config.gc_interval,
+                worker_lost_timeout=config.worker_lost_timeout,
+                priorities=priorities,
+            )
+        if config.worker_secrets.enabled:
+            self._secrets = self.management_factory.informer(
+                SECRETS, config.namespace, label_selector=CLUSTER_LABEL
+            )
+            self._secrets.add_handlers(
+                Handlers(
+                    on_add=self._secret_changed,
+                    on_update=lambda _old, new: self._secret_changed(new),
+                    on_delete=self._secret_changed,
+                )
+            )
+            self._secret_worker = asyncio.create_task(
+                run_workers(self._secret_queue, self._sync_secret, 1), name="worker-secrets"
             )
         for factory in self._factories:
             factory.start()
+        for connection in self._workers.values():
+            connection.factory.start()
         self._recorder.start()
         election = config.leader_election
         if not election.enabled:
@@ -91,7 +134,7 @@ class Manager:
             return
         self._elector = LeaderElector(
             self.management,
-            election.namespace,
+            config.lease_namespace,
             election.lease_name,
             self.identity,
             timings=LeaseTimings(election.lease_duration, election.renew_deadline, election.retry_period),
@@ -133,9 +176,111 @@ class Manager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._election
         await self._stop_dispatching()
+        background = [t for t in (self._secret_worker, *self._retiring.values()) if t is not None]
+        self._secret_queue.shut_down()
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if self._recorder is not None:
             await self._recorder.stop()
-        for factory in self._factories:
+        for factory in [*self._factories, *(c.factory for c in self._workers.values())]:
             await factory.stop()
-        for client in self._clients:
+        for client in [*self._clients, *(c.client for c in self._workers.values())]:
             await client.close()
+
+    # --- workers from Secrets ------------------------------------------------------------------------------------
+
+    def _secret_changed(self, secret: dict[str, Any]) -> None:
+        self._secret_queue.add(str(metadata(secret).get("name")))
+
+    async def _sync_secret(self, name: str) -> None:
+        assert self._secrets is not None
+        secret = self._secrets.get(f"{self.config.namespace}/{name}")
+        current = next((w for w, c in self._workers.items() if c.secret == name), None)
+        if secret is None or metadata(secret).get("deletionTimestamp"):
+            self.refused_secrets.pop(name, None)
+            if current is not None:
+                self._drain(current)
+            return
+        try:
+            found = worker_from_secret(
+                secret, allow_unsafe=self.config.worker_secrets.allow_insecure_kubeconfigs
+            )
+            taken = self._workers.get(found.name)
+            if taken is not None and taken.secret != name:
+                where = f"Secret {taken.secret}" if taken.secret else "the config file"
+                raise WorkerSecretError(
+                    "DuplicateWorker", f"worker {found.name} is already defined by {where}"
+                )
+            if current is not None and current != found.name:
+                self._drain(current)  # the Secret now names another worker
+            if (
+                taken is not None
+                and taken.fingerprint == found.fingerprint
+                and found.name not in self._retiring
+            ):
+                return
+            await self._connect(name, found)
+        except (WorkerSecretError, KubeconfigError) as exc:
+            refusal = (
+                exc if isinstance(exc, WorkerSecretError) else WorkerSecretError("BadKubeConfig", str(exc))
+            )
+            self.refused_secrets[name] = refusal
+            log.warning("Secret %s/%s makes no worker: %s", self.config.namespace, name, refusal)
+            if self.leading and self._recorder is not None:
+                self._recorder.warning(_secret_ref(secret), refusal.reason, str(refusal))
+            return
+        self.refused_secrets.pop(name, None)
+
+    async def _connect(self, secret: str, found: SecretWorker) -> None:
+        """Reach the worker through the Secret's kubeconfig; replaces an earlier connection of that worker."""
+        credentials = await load_credentials(
+            config_dict=found.kubeconfig, allow_exec=self.config.worker_secrets.allow_insecure_kubeconfigs
+        )
+        retiring = self._retiring.pop(found.name, None)
+        if retiring is not None:
+            retiring.cancel()
+        client = KubeClient(credentials, found.name)
+        factory = InformerFactory(client)
+        old = self._workers.get(found.name)
+        self._workers[found.name] = _Connection(client, factory, secret, found.fingerprint)
+        for dispatcher in self.dispatchers.values():
+            dispatcher.add_worker(found.name, client, factory, found.settings)
+        factory.start()
+        if old is not None:
+            await old.factory.stop()
+            await old.client.close()
+        log.info("worker %s added from Secret %s/%s", found.name, self.config.namespace, secret)
+
+    def _drain(self, worker: str) -> None:
+        if worker in self._retiring:
+            return
+        for dispatcher in self.dispatchers.values():
+            dispatcher.drain_worker(worker)
+        log.info("worker %s is draining: its Secret is gone", worker)
+        self._retiring[worker] = asyncio.create_task(self._retire(worker), name=f"retire:{worker}")
+
+    async def _retire(self, worker: str) -> None:
+        """Let a drained worker go once nothing of ours is left on it."""
+        while not all(d.drained(worker) for d in self.dispatchers.values()):
+            for dispatcher in self.dispatchers.values():
+                dispatcher.placements_changed.clear()
+            waits = [asyncio.ensure_future(d.placements_changed.wait()) for d in self.dispatchers.values()]
+            _, pending = await asyncio.wait(waits, timeout=DRAIN_CHECK, return_when=asyncio.FIRST_COMPLETED)
+            for future in pending:
+                future.cancel()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.remove_worker(worker)
+        connection = self._workers.pop(worker, None)
+        self._retiring.pop(worker, None)
+        if connection is not None:
+            await connection.factory.stop()
+            await connection.client.close()
+        log.info("worker %s removed", worker)
+
+
+def _secret_ref(secret: dict[str, Any]) -> dict[str, Any]:
+    """The Secret as an Event's involved object (objects from a list carry no kind)."""
+    return {**secret, "apiVersion": "v1", "kind": "Secret"}

@@ -30,6 +30,10 @@ class WorkerView:
     )
     # Resource name -> what is still free (base units); only resources with a configured quota appear.
     free: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Inactive for longer than workerLostTimeout: its Jobs run elsewhere.
+    lost: bool = False
+    # False while draining (its Secret was deleted): the Jobs it runs finish there, no new ones come.
+    accepting: bool = True
 
 
 def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
@@ -66,6 +70,9 @@ def place(
         candidates = [w for w in candidates if w.name == pinned]
         if not candidates:
             return Placement(None, f"pinned to worker {pinned}, which is not configured")
+        if not candidates[0].accepting:
+            return Placement(None, f"pinned to worker {pinned}, which is draining")
+    candidates = [w for w in candidates if w.accepting]
     selector_text = annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)
     if selector_text:
         try:

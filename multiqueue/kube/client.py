@@ -156,7 +156,7 @@ class KubeClient:
     @classmethod
     async def connect(
         cls,
-        kubeconfig: Path,
+        kubeconfig: Path | None,
         context: str | None = None,
         name: str = "",
         options: ClientOptions | None = None,

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from kubernetes.aio.client import Configuration
@@ -51,9 +53,11 @@ async def load_credentials(
     allow_exec: bool = True,
 ) -> Credentials:
     """Credentials of ``context`` (default: the current one) in a kubeconfig file or an already-parsed dict."""
-    if config_dict is None:
-        if kubeconfig is None:
-            raise KubeconfigError("no kubeconfig given")
+    if config_dict is None and kubeconfig is None:
+        config_dict = in_cluster_kubeconfig(os.environ)
+        base = None
+    elif config_dict is None:
+        assert kubeconfig is not None
         config_dict = await asyncio.to_thread(_read_yaml, kubeconfig)
         base = str(kubeconfig.parent)
     else:
@@ -79,7 +83,8 @@ async def load_credentials(
     if not host.startswith(("http://", "https://")):
         raise KubeconfigError(f"cluster server {host!r} is not an http(s) URL")
     token = configuration.api_key.get("BearerToken") or configuration.api_key.get("authorization")
-    refreshable = user is not None and ("exec" in user or "auth-provider" in user)
+    # Service-account tokens are rotated on disk: a 401 re-reads the file.
+    refreshable = user is not None and ("exec" in user or "auth-provider" in user or "tokenFile" in user)
     return Credentials(
         server=host,
         ssl=_ssl_context(configuration) if host.startswith("https://") else False,
@@ -88,6 +93,60 @@ async def load_credentials(
         _authorization=_header(token),
         _refreshable=refreshable,
     )
+
+
+SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster_kubeconfig(
+    environ: Mapping[str, str], account_dir: Path = SERVICE_ACCOUNT_DIR
+) -> dict[str, Any]:
+    """A kubeconfig for the pod's own service account, as every in-cluster client builds it."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise KubeconfigError(
+            "no kubeconfig given, and not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT unset)"
+        )
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "in-cluster",
+                "cluster": {"server": server, "certificate-authority": str(account_dir / "ca.crt")},
+            }
+        ],
+        "users": [{"name": "service-account", "user": {"tokenFile": str(account_dir / "token")}}],
+        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "service-account"}}],
+        "current-context": "in-cluster",
+    }
+
+
+_FILE_KEYS: Final = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def unsafe_kubeconfig_reason(config_dict: dict[str, Any]) -> str | None:
+    """Why a kubeconfig handed over in a Secret may not be used as is: it names local files, or runs a program.
+
+    Whoever writes such a Secret would choose what the manager reads from its disk or executes.
+    """
+    for section, keys in _FILE_KEYS.items():
+        for entry in config_dict.get(f"{section}s") or []:
+            body = entry.get(section) if isinstance(entry, dict) else None
+            if not isinstance(body, dict):
+                continue
+            for key in keys:
+                if body.get(key):
+                    return f"{section} {entry.get('name')!r} reads the local file {key} {body[key]!r}"
+            if section == "user":
+                for plugin in ("exec", "auth-provider"):
+                    if body.get(plugin):
+                        return f"user {entry.get('name')!r} runs the credential plugin {plugin}"
+    return None
 
 
 def contexts(config_dict: dict[str, Any]) -> list[str]:

@@ -82,6 +82,18 @@ class LocalClusters:
                 await self.stop()
                 raise
 
+    async def stop_server(self, name: str) -> None:
+        """Take one cluster's API server down (its state and address stay): a cluster that became unreachable."""
+        await self.servers.pop(name).stop()
+
+    async def start_server(self, name: str) -> None:
+        """Serve a stopped cluster again, with the same objects on the same address."""
+        cluster = next(c for c in self.config.clusters if c.name == name)
+        server = ApiServer(await asyncio.to_thread(self._server_config, cluster))
+        await server.start()
+        self.servers[name] = server
+        await self._wait_ready()
+
     def manager_config(self) -> ManagerConfig:
         """The manager's config for these clusters: every context in the one kubeconfig."""
         local = self.config.manager

@@ -426,7 +426,7 @@ async def test_an_unreachable_worker_is_inactive_with_its_reason(dispatching_clu
     dispatcher = clusters.local.manager.dispatcher
     assert dispatcher is not None
     worker_2 = dispatcher.workers["worker-2"].informer
-    await clusters.local.servers["worker-2"].stop()
+    await clusters.local.stop_server("worker-2")
     async with asyncio.timeout(30):
         # The informer's watch breaks at once; its next LIST fails and records why.
         while worker_2.last_error is None:

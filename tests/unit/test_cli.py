@@ -88,7 +88,7 @@ def test_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        pytest.param("management: {kubeconfig: k}\nworkers: []\n", "workers", id="no-workers"),
+        pytest.param("management: {kubeconfig: k}\nworkers: []\nworkerSecrets: {enabled: false}\n", "no workers", id="no-workers"),
         pytest.param("management: {kubeconfig: k}\nworkers: [{name: Bad_Name, kubeconfig: k}]\n", "workers.0.name", id="bad-worker-name"),
         pytest.param("management: {kubeconfig: k}\nworkers: [{name: w, kubeconfig: k}]\nplacement: Random\n", "placement", id="bad-policy"),
         pytest.param("workers: [{name: w, kubeconfig: k}]\n", "management", id="no-management"),

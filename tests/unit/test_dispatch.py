@@ -131,12 +131,16 @@ def test_placement(
     assert reason in result.reason
 
 
-def _decide(user: dict[str, Any], mirrors: dict[str, dict[str, Any]] | None = None) -> Any:
+def _decide(
+    user: dict[str, Any],
+    mirrors: dict[str, dict[str, Any]] | None = None,
+    workers: list[WorkerView] = WORKERS,
+) -> Any:
     return decide(
         ADAPTER,
         user,
         mirrors or {},
-        WORKERS,
+        workers,
         origin="multiqueue",
         managed_by=MANAGED_BY,
         policy="LeastLoaded",
@@ -243,3 +247,97 @@ def test_demand_is_requests_times_parallelism() -> None:
         "requests": {"cpu": "500m", "memory": "1Gi"}
     }
     assert demand(ADAPTER.pod_sets(body)) == {"cpu": 1.5, "memory": 3 * 2.0**30}
+
+
+# --- worker loss ------------------------------------------------------------------------------------------------
+
+LOST_2 = [
+    WorkerView("worker-1", {"region": "eu"}, True, 3),
+    WorkerView("worker-2", {"region": "us"}, False, 1, reason="ClientConnectionFailed", lost=True),
+    WorkerView("worker-3", {"region": "eu"}, False, 0, reason="ClientConnectionFailed"),
+]
+
+
+def _running(user: dict[str, Any]) -> dict[str, Any]:
+    user["status"] = {
+        "startTime": T0,
+        "active": 2,
+        "ready": 1,
+        "succeeded": 1,
+        "completedIndexes": "0",
+        "conditions": [],
+    }
+    return user
+
+
+def test_jobs_of_a_lost_worker_run_on_another_from_their_progress() -> None:
+    user = _running(placed(user_job(completionMode="Indexed", completions=4, parallelism=2), "worker-2"))
+    stale = _mirror_of(user, None, startTime=T0, active=2)
+    actions = _decide(user, {"worker-2": stale}, LOST_2)
+    assert actions.redispatch == ("worker-2", "worker-1")
+    assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-1"
+    assert actions.status is not None
+    assert (actions.status["active"], actions.status["ready"]) == (0, 0), "nothing runs until the new mirror"
+    assert (actions.status["succeeded"], actions.status["completedIndexes"]) == (1, "0"), "progress is kept"
+    assert actions.delete_mirrors == [], "the lost worker is not asked; its mirror goes when it is back"
+    assert [e.reason for e in actions.events] == ["Redispatched"]
+    assert ADAPTER.progress(user) == {"succeeded": 1, "completedIndexes": "0"}
+
+
+def test_a_worker_only_unreachable_keeps_its_jobs() -> None:
+    brief = [*LOST_2[:1], WorkerView("worker-2", {}, False, 1, reason="ClientConnectionFailed"), *LOST_2[2:]]
+    user = _running(placed(user_job(), "worker-2"))
+    actions = _decide(user, {"worker-2": _mirror_of(user, None, **user["status"])}, brief)
+    assert actions.redispatch is None and actions.create_mirror is None and actions.events == []
+
+
+def test_a_lost_worker_with_nowhere_to_go_waits_with_the_reason() -> None:
+    only = [WorkerView("worker-2", {}, False, 1, reason="Unauthorized", lost=True)]
+    user = _running(placed(user_job(), "worker-2"))
+    actions = decide(
+        ADAPTER, user, {}, only, origin="multiqueue", managed_by=MANAGED_BY, policy="LeastLoaded"
+    )
+    assert actions.redispatch is None
+    assert actions.waiting == "worker worker-2 is lost; no worker"
+    assert [(e.reason, e.message) for e in actions.events] == [("Pending", actions.waiting)]
+
+
+def test_a_selector_still_holds_when_a_job_moves() -> None:
+    user = _running(placed(user_job(), "worker-2"))
+    user["metadata"]["annotations"]["multiqueue.dev/cluster-selector"] = "region=us"
+    actions = decide(
+        ADAPTER, user, {}, LOST_2, origin="multiqueue", managed_by=MANAGED_BY, policy="LeastLoaded"
+    )
+    assert (
+        actions.redispatch is None
+        and actions.waiting == "worker worker-2 is lost; no worker matches selector region=us"
+    )
+
+
+def test_when_the_lost_worker_returns_its_stale_mirror_is_deleted_and_never_synced() -> None:
+    user = _running(placed(user_job(), "worker-1"))
+    stale = _mirror_of(user, None, startTime=T0, succeeded=5, completionTime=T1)
+    current = _mirror_of(user, None, startTime=T1, active=1, succeeded=2)
+    back = [WorkerView("worker-1", {}, True, 1), WorkerView("worker-2", {}, True, 0)]
+    actions = _decide(user, {"worker-1": current, "worker-2": stale}, back)
+    assert [w for w, _ in actions.delete_mirrors] == ["worker-2"]
+    assert actions.status is not None and actions.status.get("succeeded") == 2, "counts come from worker-1"
+    assert actions.status["startTime"] == T0, "the user's start time stays"
+
+
+def test_a_deleted_job_is_let_go_when_its_mirror_is_on_a_lost_worker() -> None:
+    user = placed(user_job(), "worker-2")
+    user["metadata"]["deletionTimestamp"] = T1
+    actions = _decide(user, {"worker-2": _mirror_of(user)}, LOST_2)
+    assert actions.remove_finalizer and actions.delete_mirrors == []
+    brief = [WorkerView("worker-2", {}, False, 1, reason="ClientConnectionFailed")]
+    held = _decide(user, {"worker-2": _mirror_of(user)}, brief)
+    assert not held.remove_finalizer, "a worker that may come back still gets its mirror deleted first"
+
+
+def test_a_draining_worker_gets_no_new_jobs() -> None:
+    draining = [WorkerView("worker-1", {}, True, 0, accepting=False), WorkerView("worker-2", {}, True, 5)]
+    assert place(user_job(), draining, "LeastLoaded").worker == "worker-2"
+    pinned = user_job()
+    pinned["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}
+    assert place(pinned, draining, "LeastLoaded").reason == "pinned to worker worker-1, which is draining"

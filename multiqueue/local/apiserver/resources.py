@@ -86,6 +86,16 @@ BUILTIN: Final = (
     ),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, model="V1Lease"),
     ResourceType(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        "priorityclass",
+        False,
+        ("pc",),
+        model="V1PriorityClass",
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

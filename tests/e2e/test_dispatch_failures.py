@@ -1,0 +1,352 @@
+"""The dispatcher when things fail or run short, on local clusters: lost workers, brief outages, priorities,
+workers that come and go through Secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from multiqueue.api.meta import format_time
+from multiqueue.dispatch import inspect
+from multiqueue.dispatch.config import LeaderElectionConfig
+from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.manager import Manager
+from multiqueue.kube.client import (
+    EVENTS,
+    JOBS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    PRIORITY_CLASSES,
+    SECRETS,
+    KubeClient,
+)
+from multiqueue.kube.errors import NotFound
+from multiqueue.kube.informer import Handlers
+from tests.e2e.conftest import Clusters, has_condition, job_body
+from tests.e2e.test_dispatch import managed, placed
+
+pytestmark = pytest.mark.e2e
+Obj = dict[str, Any]
+
+
+async def restart_manager(clusters: Clusters, **changes: Any) -> Manager:
+    """Run the manager again with ``changes`` to its config (timeouts shortened for the test)."""
+    assert clusters.local is not None and clusters.local.manager is not None
+    config = clusters.local.manager.config.model_copy(deep=True, update=changes)
+    await clusters.local.manager.stop()
+    clusters.local.manager = Manager(config)
+    await clusters.local.manager.start()
+    return clusters.local.manager
+
+
+async def wait_for_event(client: KubeClient, name: str, reason: str, within: float = 30) -> Obj:
+    """The first Event about ``name`` with ``reason``, waiting for it on a watch."""
+    selector = f"involvedObject.name={name},reason={reason}"
+    async with asyncio.timeout(within):
+        while True:
+            events, rv = await client.list(EVENTS, "default", field_selector=selector)
+            if events:
+                return events[0]
+            async for event in client.watch(EVENTS, "default", resource_version=rv, field_selector=selector):
+                return dict(event["object"])
+
+
+def gated(name: str, gate: Path, **spec: Any) -> Obj:
+    return managed(name, f"while [ ! -f {gate} ]; do sleep 0.1; done", **spec)
+
+
+async def test_jobs_of_a_lost_worker_finish_on_another_and_its_stale_mirror_goes(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None
+    manager = await restart_manager(clusters, worker_lost_timeout=2.0)
+    gate = tmp_path / "gate"
+    # Index 0 finishes at once, index 1 runs until the gate opens: the loss comes between the two.
+    command = f'[ "$JOB_COMPLETION_INDEX" = 0 ] && exit 0; while [ ! -f {gate} ]; do sleep 0.1; done'
+    body = managed("moving", command, completions=2, parallelism=2, completionMode="Indexed")
+    await clusters.client().create(JOBS, body, "default")
+    user = await clusters.wait_for(
+        JOBS, "default", "moving", lambda j: placed(j) and j.get("status", {}).get("completedIndexes") == "0"
+    )
+    lost = user["metadata"]["labels"][CLUSTER_LABEL]
+    other = "worker-2" if lost == "worker-1" else "worker-1"
+
+    await clusters.local.stop_server(lost)
+    stopped = time.monotonic()
+    moved = await clusters.wait_for(
+        JOBS, "default", "moving", lambda j: j["metadata"]["labels"].get(CLUSTER_LABEL) == other, within=60
+    )
+    redispatch_seconds = time.monotonic() - stopped
+    event = await wait_for_event(clusters.client(), "moving", "Redispatched")
+    assert event["type"] == "Warning" and f"worker {lost} was unreachable" in event["message"]
+    assert not any(c.get("type") in ("Complete", "Failed") for c in moved["status"].get("conditions") or [])
+    gate.touch()
+    done = await clusters.wait_for(JOBS, "default", "moving", has_condition("Complete"), within=60)
+    assert (done["status"]["succeeded"], done["status"]["completedIndexes"]) == (2, "0,1")
+    pods, _ = await clusters.client(other).list(
+        PODS, "default", label_selector="batch.kubernetes.io/job-name=moving"
+    )
+    indexes = {p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods}
+    assert indexes == {"1"}, "the index finished on the lost worker is not run again"
+    finished_seconds = time.monotonic() - stopped
+
+    # The lost worker comes back: its mirror (which went on running there, out of reach) is deleted, and the
+    # user's finished Job is not touched by it.
+    await clusters.local.start_server(lost)
+    await clusters.wait_gone(JOBS, "default", "moving", cluster=lost, within=60)
+    after = await clusters.client().get(JOBS, "moving", "default")
+    assert after["status"] == done["status"]
+    dispatcher = manager.dispatcher
+    assert dispatcher is not None and dispatcher.metrics.redispatched[lost] == 1
+    print(
+        f"\nworker lost after 2.0 s: re-dispatched in {redispatch_seconds:.1f} s, Complete in {finished_seconds:.1f} s"
+    )
+
+
+async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None
+    manager = await restart_manager(clusters, worker_lost_timeout=60.0)
+    dispatcher = manager.dispatcher
+    assert dispatcher is not None
+    gate = tmp_path / "gate"
+    await clusters.client().create(JOBS, gated("staying", gate), "default")
+    user = await clusters.wait_for(JOBS, "default", "staying", placed)
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    await clusters.wait_for(JOBS, "default", "staying", lambda j: True, cluster=worker)
+    informer = dispatcher.workers[worker].informer
+
+    await clusters.local.stop_server(worker)
+    async with asyncio.timeout(30):
+        while informer.last_error is None:
+            informer.health_changed.clear()
+            await informer.health_changed.wait()
+    await clusters.local.start_server(worker)
+    async with asyncio.timeout(60):
+        while not informer.healthy:
+            informer.health_changed.clear()
+            await informer.health_changed.wait()
+    gate.touch()
+    done = await clusters.wait_for(JOBS, "default", "staying", has_condition("Complete"), within=60)
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == worker
+    assert dispatcher.metrics.redispatched == {}
+    events, _ = await clusters.client().list(
+        EVENTS, "default", field_selector="involvedObject.name=staying,reason=Redispatched"
+    )
+    assert events == []
+
+
+async def test_waiting_jobs_get_capacity_by_priority_then_age(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    workers = [w.model_copy(deep=True) for w in clusters.local.manager.config.workers[:1]]
+    workers[0].capacity.max_jobs = 1
+    await restart_manager(clusters, workers=workers)
+    management = clusters.client()
+    await management.create(
+        PRIORITY_CLASSES,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        },
+    )
+    gate = tmp_path / "gate"
+    await management.create(JOBS, gated("blocker", gate), "default")
+    await clusters.wait_for(JOBS, "default", "blocker", placed)
+    await management.create(JOBS, gated("low", tmp_path / "low-gate"), "default")
+    await wait_for_event(management, "low", "Pending")
+    urgent = gated("urgent", tmp_path / "urgent-gate")
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    await management.create(JOBS, urgent, "default")
+    pending = await wait_for_event(management, "urgent", "Pending")
+    assert pending["message"] == "waiting for capacity: jobs"
+
+    gate.touch()
+    await clusters.wait_for(JOBS, "default", "urgent", placed, within=60)
+    low = await management.get(JOBS, "low", "default")
+    assert not placed(low), "the older Job of lower priority still waits"
+    (tmp_path / "urgent-gate").touch()
+    (tmp_path / "low-gate").touch()
+    await clusters.wait_for(JOBS, "default", "low", has_condition("Complete"), within=60)
+
+
+def worker_kubeconfig(clusters: Clusters, context: str) -> dict[str, Any]:
+    """One context of the local kubeconfig, self-contained (CA data and token inline), as an admin would hand it over."""
+    full = yaml.safe_load(clusters.kubeconfig.read_text())
+    entry = next(c for c in full["contexts"] if c["name"] == context)
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [c for c in full["clusters"] if c["name"] == entry["context"]["cluster"]],
+        "users": [u for u in full["users"] if u["name"] == entry["context"]["user"]],
+        "contexts": [entry],
+        "current-context": context,
+    }
+
+
+def worker_secret(name: str, worker: str, kubeconfig: dict[str, Any], **annotations: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": {CLUSTER_LABEL: worker}, "annotations": annotations},
+        "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+    }
+
+
+async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_when_it_goes(
+    dispatching_clusters: Clusters,
+) -> None:
+    clusters = dispatching_clusters
+    manager = await restart_manager(clusters, workers=[])
+    dispatcher = manager.dispatcher
+    assert dispatcher is not None
+    management = clusters.client()
+    await management.create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    await management.create(JOBS, managed("early", "true"), "default")
+    waiting = await wait_for_event(management, "early", "Pending")
+    assert waiting["message"] == "no worker"
+
+    refused = worker_secret(
+        "bad-worker",
+        "worker-1",
+        {
+            **worker_kubeconfig(clusters, "worker-1"),
+            "users": [{"name": "u", "user": {"exec": {"command": "true"}}}],
+        },
+    )
+    await management.create(SECRETS, refused, "multiqueue-system")
+    event = await wait_for_event_in(management, "multiqueue-system", "bad-worker", "BadKubeConfig")
+    assert "runs the credential plugin exec" in event["message"]
+
+    secret = worker_secret(
+        "worker-2",
+        "worker-2",
+        worker_kubeconfig(clusters, "worker-2"),
+        **{"multiqueue.dev/labels": json.dumps({"region": "us"})},
+    )
+    await management.create(SECRETS, secret, "multiqueue-system")
+    done = await clusters.wait_for(JOBS, "default", "early", has_condition("Complete"), within=60)
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-2"
+    view = next(v for v in dispatcher.worker_views() if v.name == "worker-2")
+    assert view.labels == {"region": "us"}
+    rows, _ = await inspect.status(manager.config)
+    assert {(r.name, r.active) for r in rows} == {("worker-1", "False (BadKubeConfig)"), ("worker-2", "True")}
+
+    await management.delete(SECRETS, "worker-2", "multiqueue-system")
+    await clusters.wait_gone(JOBS, "default", "early", cluster="worker-2")
+    async with asyncio.timeout(30):
+        while "worker-2" in dispatcher.workers:
+            dispatcher.workers_changed.clear()
+            await dispatcher.workers_changed.wait()
+    await management.create(JOBS, managed("late", "true"), "default")
+    late = await wait_for_event(management, "late", "Pending")
+    assert late["message"] == "no worker"
+    with pytest.raises(NotFound):
+        await clusters.client("worker-2").get(JOBS, "late", "default")
+
+
+async def wait_for_event_in(
+    client: KubeClient, namespace: str, name: str, reason: str, within: float = 30
+) -> Obj:
+    selector = f"involvedObject.name={name},reason={reason}"
+    async with asyncio.timeout(within):
+        while True:
+            events, rv = await client.list(EVENTS, namespace, field_selector=selector)
+            if events:
+                return events[0]
+            async for event in client.watch(EVENTS, namespace, resource_version=rv, field_selector=selector):
+                return dict(event["object"])
+
+
+async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clusters) -> None:
+    """The periodic sweep on its own: this manager does not lead (another holds the Lease), so no sync runs and
+    only :meth:`Dispatcher.collect_garbage` can delete anything."""
+    clusters = dispatching_clusters
+    management = clusters.client()
+    await management.create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    await management.create(
+        LEASES,
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "multiqueue-manager"},
+            "spec": {
+                "holderIdentity": "another-manager",
+                "leaseDurationSeconds": 3600,
+                "renewTime": format_time(datetime.now(UTC)),
+            },
+        },
+        "multiqueue-system",
+    )
+    election = LeaderElectionConfig.model_validate({"enabled": True, "leaseDurationSeconds": 3600})
+    manager = await restart_manager(clusters, leader_election=election)
+    dispatcher = manager.dispatcher
+    assert dispatcher is not None and not manager.leading
+    await management.create(JOBS, managed("kept", "true", suspend=True), "default")
+    user = await management.get(JOBS, "kept", "default")
+    arrived = asyncio.Event()
+    informer = dispatcher.workers["worker-1"].informer
+    informer.add_handlers(Handlers(on_add=lambda _o: arrived.set()))
+    worker = clusters.client("worker-1")
+    for name, origin, uid in (
+        ("orphan", "multiqueue", "gone"),
+        ("foreign", "someone-else", "gone"),
+        ("kept", "multiqueue", user["metadata"]["uid"]),
+    ):
+        body = job_body(name, "true", suspend=True)
+        body["metadata"].update(labels={ORIGIN_LABEL: origin}, annotations={ORIGIN_UID_ANNOTATION: uid})
+        await worker.create(JOBS, body, "default")
+    async with asyncio.timeout(30):
+        while {"default/orphan", "default/kept"} - set(informer.keys()):
+            arrived.clear()
+            await arrived.wait()
+    assert [m["metadata"]["name"] for _, m in dispatcher.garbage()] == ["orphan"]
+    assert await dispatcher.collect_garbage() == 1
+    await clusters.wait_gone(JOBS, "default", "orphan", cluster="worker-1")
+    assert (await worker.get(JOBS, "foreign", "default"))["metadata"]["labels"][
+        ORIGIN_LABEL
+    ] == "someone-else"
+    assert (await worker.get(JOBS, "kept", "default"))["metadata"]["uid"]
+
+
+async def test_a_hung_worker_holds_up_no_other(
+    dispatching_clusters: Clusters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    dispatcher = clusters.local.manager.dispatcher
+    assert dispatcher is not None
+    never = asyncio.Event()
+
+    async def never_answers(*_args: Any, **_kwargs: Any) -> Obj:
+        await never.wait()  # a worker that accepts the connection and then says nothing
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(dispatcher.workers["worker-2"].client, "create", never_answers)
+    for i in range(2 * dispatcher.workers_count):
+        body = managed(f"stuck-{i}", "true")
+        body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-2"}
+        await clusters.client().create(JOBS, body, "default")
+    for i in range(3):
+        body = managed(f"free-{i}", "true")
+        body["metadata"]["annotations"] = {"multiqueue.dev/cluster-selector": "region=eu"}
+        await clusters.client().create(JOBS, body, "default")
+    for i in range(3):
+        done = await clusters.wait_for(JOBS, "default", f"free-{i}", has_condition("Complete"), within=30)
+        assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
+    stuck = await clusters.client().get(JOBS, "stuck-0", "default")
+    assert not has_condition("Complete")(stuck)
