@@ -114,14 +114,18 @@ class BatchJobAdapter:
             spec.pop("selector", None)
             spec.pop("manualSelector", None)
             template_meta = as_dict(as_dict(spec.get("template")).get("metadata"))
-            template_labels = as_dict(template_meta.get("labels"))
-            for generated in (
-                jobs.CONTROLLER_UID_LABEL,
-                jobs.LEGACY_CONTROLLER_UID_LABEL,
-                jobs.JOB_NAME_LABEL,
-                jobs.LEGACY_JOB_NAME_LABEL,
+            # Defaulting copied them onto the Job's own labels too; both name the user's Job, not the mirror.
+            for labels in (
+                as_dict(template_meta.get("labels")),
+                as_dict(as_dict(mirror.get("metadata")).get("labels")),
             ):
-                template_labels.pop(generated, None)
+                for generated in (
+                    jobs.CONTROLLER_UID_LABEL,
+                    jobs.LEGACY_CONTROLLER_UID_LABEL,
+                    jobs.JOB_NAME_LABEL,
+                    jobs.LEGACY_JOB_NAME_LABEL,
+                ):
+                    labels.pop(generated, None)
         return mirror
 
     def suspend_patch(self, suspend: bool) -> Obj:

@@ -47,6 +47,14 @@ def test_mirror_is_a_fresh_job_for_the_worker() -> None:
     assert "managedBy" not in mirror["spec"] and "ttlSecondsAfterFinished" not in mirror["spec"]
     assert "selector" not in mirror["spec"]
     assert "batch.kubernetes.io/controller-uid" not in mirror["spec"]["template"]["metadata"]["labels"]
+    generated = {
+        "batch.kubernetes.io/controller-uid",
+        "controller-uid",
+        "batch.kubernetes.io/job-name",
+        "job-name",
+    }
+    assert generated & set(user["metadata"]["labels"]), "the defaulted user Job carries them"
+    assert not generated & set(mirror["metadata"]["labels"]), "the worker generates its own for the mirror"
     assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
     assert CLUSTER_LABEL not in mirror["metadata"]["labels"]
     assert mirror["metadata"]["annotations"] == {ORIGIN_UID_ANNOTATION: "uid-1"}
