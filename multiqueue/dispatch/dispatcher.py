@@ -138,7 +138,7 @@ class Dispatcher:
         self.priorities = priorities
         self.workers_count = workers_count
         self.clock = clock
-        self._running = False
+        self._watching = False
         self.users: Informer = management_factory.informer(adapter.resource)
         self.queue: WorkQueue[str] = WorkQueue("dispatcher")
         self.metrics = DispatcherMetrics()
@@ -175,23 +175,32 @@ class Dispatcher:
             names = [w.name for w in self.workers.values() if not w.informer.has_synced]
             log.warning("starting without workers whose caches have not synced: %s", ", ".join(names))
         collector = asyncio.create_task(self._collect_periodically(), name="dispatcher-gc")
-        self._running = True
-        for worker in self.workers.values():
-            self._watch(worker)
         try:
             await run_workers(self.queue, self.sync, self.workers_count)
         finally:
-            self._running = False
             collector.cancel()
-            watchers = [w.watcher for w in self.workers.values() if w.watcher is not None]
-            for task in watchers:
-                task.cancel()
-            for task in (collector, *watchers):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            for worker in self.workers.values():
-                worker.watcher = None
+            with contextlib.suppress(asyncio.CancelledError):
+                await collector
             self.queue.shut_down()
+
+    def start_watching(self) -> None:
+        """Follow every worker's health from now on, leading or not: a replica that takes over must know how
+        long each worker has been unreachable."""
+        self._watching = True
+        for worker in self.workers.values():
+            if worker.watcher is None:
+                self._watch(worker)
+
+    async def close(self) -> None:
+        self._watching = False
+        watchers = [w.watcher for w in self.workers.values() if w.watcher is not None]
+        for task in watchers:
+            task.cancel()
+        for task in watchers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for worker in self.workers.values():
+            worker.watcher = None
 
     # --- workers -----------------------------------------------------------------------------------------------
 
@@ -215,7 +224,7 @@ class Dispatcher:
         worker.inactive_since = old.inactive_since if old is not None else self.clock()
         self.workers[name] = worker
         self.workers_changed.set()
-        if self._running:
+        if self._watching:
             self._watch(worker)
         self._requeue_waiting()
 

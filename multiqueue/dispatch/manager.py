@@ -127,6 +127,8 @@ class Manager:
             factory.start()
         for connection in self._workers.values():
             connection.factory.start()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start_watching()
         self._recorder.start()
         election = config.leader_election
         if not election.enabled:
@@ -183,6 +185,8 @@ class Manager:
         for task in background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for dispatcher in self.dispatchers.values():
+            await dispatcher.close()
         if self._recorder is not None:
             await self._recorder.stop()
         for factory in [*self._factories, *(c.factory for c in self._workers.values())]:
