@@ -52,7 +52,9 @@ RETRY_SOON: Final = 0.05
 # A running mirror's status changes in bursts (pods start and end together): gather a burst into one write.
 STATUS_COALESCE: Final = 0.25
 WORKER_SYNC_WAIT: Final = 10.0
-# A Job whose worker has every slot taken (a slow or hung worker) is synced again after this, instead of waiting.
+# A worker whose every slot is taken by a request older than WORKER_SLOW is slow or hung: Jobs for it are synced
+# again after WORKER_BUSY_RETRY instead of waiting for a slot. A worker that is merely busy is waited for.
+WORKER_SLOW: Final = 2.0
 WORKER_BUSY_RETRY: Final = 1.0
 tracer = trace.get_tracer("multiqueue.dispatch")
 
@@ -72,6 +74,11 @@ class Worker:
     watcher: asyncio.Task[None] | None = None
     # Syncs talking to this worker at once; a worker that hangs can hold no more than these.
     slots: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(1))
+    # Start times (monotonic) of the requests holding a slot.
+    in_flight: list[float] = dataclasses.field(default_factory=list)
+
+    def slow(self, now: float) -> bool:
+        return self.slots.locked() and bool(self.in_flight) and now - min(self.in_flight) > WORKER_SLOW
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +98,10 @@ class DispatcherMetrics:
     status_sync_latency: list[float] = dataclasses.field(default_factory=list)
     # By the worker that was lost.
     redispatched: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+
+class WorkerBusy(Exception):
+    """No slot for this worker came free in time: it is slow or hung."""
 
 
 def health_reason(informer: Informer) -> str:
@@ -428,7 +439,12 @@ class Dispatcher:
         with tracer.start_as_current_span(
             "dispatch.sync", attributes={"job": key, "kind": self.adapter.resource.kind}
         ):
-            await self._sync(key)
+            try:
+                await self._sync(key)
+            except WorkerBusy as busy:
+                # Everything done so far is recorded in the clusters; the next sync goes on from there.
+                log.info("worker %s is slow to answer; %s is synced again later", busy, key)
+                self.queue.add_after(key, WORKER_BUSY_RETRY)
 
     async def _sync(self, key: str) -> None:
         user = self.users.get(key)
@@ -459,7 +475,8 @@ class Dispatcher:
         for target in (actions.create_mirror, actions.suspend_mirror):
             if target is not None:
                 touched.add(target[0])
-        if any(self.workers[w].slots.locked() for w in touched if w in self.workers):
+        now = time.monotonic()
+        if any(self.workers[w].slow(now) for w in touched if w in self.workers):
             # That worker is slow to answer: decide again later rather than hold a sync worker waiting on it.
             self.queue.add_after(key, WORKER_BUSY_RETRY)
             return
@@ -531,8 +548,18 @@ class Dispatcher:
         if worker is None:
             yield
             return
-        async with worker.slots:
+        try:
+            async with asyncio.timeout(WORKER_SLOW):
+                await worker.slots.acquire()
+        except TimeoutError:
+            raise WorkerBusy(name) from None
+        started = time.monotonic()
+        worker.in_flight.append(started)
+        try:
             yield
+        finally:
+            worker.in_flight.remove(started)
+            worker.slots.release()
 
     async def _place(self, user: Obj, worker: str) -> Obj | None:
         """Record the placement on the user's Job (the commit point of a dispatch); the updated Job, or None
