@@ -378,7 +378,9 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
         await clusters.client().create(JOBS, managed("second", "true"), "default")
         await clusters.wait_for(JOBS, "default", "second", has_condition("Complete"), within=30)
         assert follower.leading
-        assert time.monotonic() - died < 30
+        took = time.monotonic() - died
+        assert took < 30
+        print(f"\nleader died: the next Job Complete {took:.1f} s later (lease duration 2.0 s)")
     finally:
         for manager in managers:
             await manager.stop()
