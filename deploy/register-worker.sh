@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Registers a worker cluster with the multiqueue manager.
+#
+# On the worker (--worker-context): applies the multiqueue-worker ClusterRole (deploy/worker/), creates the
+# namespace NAMESPACE with a ServiceAccount multiqueue-manager, binds the role to it, and creates a long-lived token
+# for it (a kubernetes.io/service-account-token Secret; delete that Secret on the worker to revoke the token).
+# On the management cluster (--management-context): writes the Secret multiqueue-worker-NAME in NAMESPACE, labelled
+# multiqueue.dev/cluster=NAME, whose key "kubeconfig" holds the worker's server, its CA and the token, embedded
+# (no file paths, no credential plugins). The manager picks the worker up from that Secret while it runs.
+#
+# --server overrides the worker's API server address as the manager must reach it (for example the address on a
+# network the management cluster's pods share with the worker). kubectl is $KUBECTL (default: kubectl); it reads
+# $KUBECONFIG as usual.
+set -euo pipefail
+
+readonly PROGRAM=register-worker.sh
+readonly USAGE="usage: $PROGRAM --name NAME --worker-context CONTEXT --management-context CONTEXT [--server URL] [--labels JSON] [--capacity JSON] [--namespace NAMESPACE]"
+KUBECTL="${KUBECTL:-kubectl}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+bad_usage() {
+  echo "$PROGRAM: $1" >&2
+  echo "$USAGE" >&2
+  exit 2
+}
+
+name="" worker_context="" management_context="" server="" labels="" capacity="" namespace="multiqueue-system"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h | --help)
+      echo "$USAGE"
+      exit 0
+      ;;
+    --name | --worker-context | --management-context | --server | --labels | --capacity | --namespace)
+      [[ $# -ge 2 && -n "$2" ]] || bad_usage "$1 needs a value"
+      case "$1" in
+        --name) name="$2" ;;
+        --worker-context) worker_context="$2" ;;
+        --management-context) management_context="$2" ;;
+        --server) server="$2" ;;
+        --labels) labels="$2" ;;
+        --capacity) capacity="$2" ;;
+        --namespace) namespace="$2" ;;
+      esac
+      shift 2
+      ;;
+    *) bad_usage "unknown argument: $1" ;;
+  esac
+done
+[[ -n "$name" ]] || bad_usage "--name is required"
+[[ -n "$worker_context" ]] || bad_usage "--worker-context is required"
+[[ -n "$management_context" ]] || bad_usage "--management-context is required"
+# The name becomes a label value, a Secret name suffix and the manager's worker name: a DNS-1123 label.
+if [[ ${#name} -gt 50 || ! "$name" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]]; then
+  bad_usage "--name must be a DNS-1123 label of at most 50 characters: $name"
+fi
+for json in "$labels" "$capacity"; do
+  [[ -z "$json" || "$json" =~ ^[[:space:]]*\{.*\}[[:space:]]*$ ]] || bad_usage "--labels and --capacity take a JSON object: $json"
+done
+
+readonly SA=multiqueue-manager TOKEN_SECRET=multiqueue-manager-token
+worker() { "$KUBECTL" --context "$worker_context" "$@"; }
+management() { "$KUBECTL" --context "$management_context" "$@"; }
+# A YAML single-quoted scalar: quotes inside are doubled.
+quoted() { printf "'%s'" "${1//\'/\'\'}"; }
+
+echo "worker $name: RBAC and token on context $worker_context" >&2
+worker apply -f "$HERE/worker/clusterrole.yaml"
+worker apply -f - <<MANIFESTS
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $namespace
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: $SA
+  namespace: $namespace
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: multiqueue-worker
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: multiqueue-worker
+subjects:
+  - kind: ServiceAccount
+    name: $SA
+    namespace: $namespace
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $TOKEN_SECRET
+  namespace: $namespace
+  annotations:
+    kubernetes.io/service-account.name: $SA
+type: kubernetes.io/service-account-token
+MANIFESTS
+# The token controller fills in the token and the CA shortly after the Secret is created.
+worker -n "$namespace" wait --for=jsonpath='{.data.token}' "secret/$TOKEN_SECRET" --timeout=60s >/dev/null
+token="$(worker -n "$namespace" get secret "$TOKEN_SECRET" -o go-template='{{.data.token | base64decode}}')"
+ca_data="$(worker -n "$namespace" get secret "$TOKEN_SECRET" -o jsonpath='{.data.ca\.crt}')"
+if [[ -z "$server" ]]; then
+  server="$(worker config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')"
+fi
+[[ -n "$token" && -n "$ca_data" && -n "$server" ]] || {
+  echo "$PROGRAM: could not read the token, CA or server of context $worker_context" >&2
+  exit 1
+}
+
+annotations=""
+if [[ -n "$labels$capacity" ]]; then
+  annotations="  annotations:"
+  [[ -z "$labels" ]] || annotations+=$'\n'"    multiqueue.dev/labels: $(quoted "$labels")"
+  [[ -z "$capacity" ]] || annotations+=$'\n'"    multiqueue.dev/capacity: $(quoted "$capacity")"
+fi
+
+echo "worker $name: Secret multiqueue-worker-$name in $namespace on context $management_context" >&2
+management apply -f - <<SECRET
+apiVersion: v1
+kind: Secret
+metadata:
+  name: multiqueue-worker-$name
+  namespace: $namespace
+  labels:
+    multiqueue.dev/cluster: $name
+$annotations
+type: Opaque
+stringData:
+  kubeconfig: |
+    apiVersion: v1
+    kind: Config
+    clusters:
+      - name: $name
+        cluster:
+          server: $(quoted "$server")
+          certificate-authority-data: $ca_data
+    users:
+      - name: $SA
+        user:
+          token: $(quoted "$token")
+    contexts:
+      - name: $name
+        context:
+          cluster: $name
+          user: $SA
+    current-context: $name
+SECRET
