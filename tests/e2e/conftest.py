@@ -1,22 +1,28 @@
 """The e2e scenario suite's providers of clusters.
 
-``local`` (always available): ``multiqueue local up``'s clusters, in-process, with the embedded controllers and a
-process kubelet. ``kind`` (real clusters) comes with the deploy/ manifests; where Docker is missing it skips.
+``local`` (the default): ``multiqueue local up``'s clusters, in-process, with the embedded controllers and a
+process kubelet. ``kind`` (``--provider=kind`` or ``MULTIQUEUE_E2E_PROVIDER=kind``): real clusters from clusters/
+with the manager installed from deploy/ (tests/e2e/kind.py); where Docker or kind are missing its scenarios skip
+with the reason. Scenarios that drive the in-process manager or servers (``Clusters.local``) skip on kind.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multiqueue.kube.client import KubeClient, Resource
+from multiqueue.kube.client import CRONJOBS, JOBS, KubeClient, Resource
+from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
+from tests.e2e.kind import REPO, KindEnvironment, KindProvider, KindUnavailable, selected_provider
 
 Obj = dict[str, Any]
 
@@ -27,7 +33,18 @@ class Clusters:
 
     clients: dict[str, KubeClient]
     kubeconfig: Path
-    local: LocalClusters | None = None
+    local_clusters: LocalClusters | None = None
+    provider: str = "local"
+
+    @property
+    def local(self) -> LocalClusters | None:
+        """The in-process clusters and manager; a scenario that needs them skips on any other provider."""
+        if self.provider != "local":
+            pytest.skip(
+                f"needs the local provider: this scenario drives the in-process manager or API servers, "
+                f"which the {self.provider} provider does not have"
+            )
+        return self.local_clusters
 
     def client(self, name: str = "management") -> KubeClient:
         return self.clients[name]
@@ -89,8 +106,63 @@ class Clusters:
         return out.decode()
 
 
+@pytest.fixture(scope="session")
+def e2e_provider(request: pytest.FixtureRequest) -> str:
+    return selected_provider(request.config.getoption("--provider"), os.environ)
+
+
+@pytest.fixture(scope="session")
+def kind_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindEnvironment]:
+    """The kind clusters, made once for the session and deleted at its end."""
+    provider = KindProvider(REPO, tmp_path_factory.mktemp("kind"))
+    try:
+        environment = provider.up()
+    except KindUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield environment
+    finally:
+        provider.down()
+
+
+async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters]:
+    """Clients on the kind clusters; what a scenario made in ``default`` is deleted after it, so the next scenario
+    can reuse the names (user Jobs first: the manager then deletes their mirrors)."""
+    clients = {
+        name: await KubeClient.connect(environment.kubeconfig, name, name) for name in environment.clusters
+    }
+    clusters = Clusters(clients, environment.kubeconfig, provider="kind")
+    try:
+        yield clusters
+    finally:
+        try:
+            for name, client in clients.items():
+                for resource in (CRONJOBS, JOBS):
+                    items, _ = await client.list(resource, "default")
+                    for item in items:
+                        with contextlib.suppress(NotFound):
+                            await client.delete(
+                                resource, item["metadata"]["name"], "default", propagation="Background"
+                            )
+                    for item in items:
+                        await clusters.wait_gone(
+                            resource, "default", item["metadata"]["name"], name, within=120
+                        )
+        finally:
+            for client in clients.values():
+                await client.close()
+
+
 @pytest.fixture
-async def local_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
+async def local_clusters(
+    request: pytest.FixtureRequest, e2e_provider: str, tmp_path: Path
+) -> AsyncIterator[Clusters]:
+    """One cluster that runs Jobs and CronJobs itself (local: the embedded controllers; kind: the management
+    cluster's kube-controller-manager)."""
+    if e2e_provider == "kind":
+        async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
+            yield on_kind
+        return
     config = LocalConfig(clusters=[LocalCluster(name="management", kubelet="process")])
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
@@ -102,8 +174,14 @@ async def local_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
 
 
 @pytest.fixture
-async def dispatching_clusters(tmp_path: Path) -> AsyncIterator[Clusters]:
+async def dispatching_clusters(
+    request: pytest.FixtureRequest, e2e_provider: str, tmp_path: Path
+) -> AsyncIterator[Clusters]:
     """management, worker-1 (region=eu) and worker-2 (region=us), with the manager dispatching to the workers."""
+    if e2e_provider == "kind":
+        async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
+            yield on_kind
+        return
     config = LocalConfig(
         clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
         manager=LocalManager(),

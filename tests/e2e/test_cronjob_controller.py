@@ -24,7 +24,7 @@ async def test_every_minute_cronjob_runs_a_job_and_trims_history(local_clusters:
                     "template": {
                         "spec": {
                             "restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "i", "command": ["true"]}],
+                            "containers": [{"name": "c", "image": "busybox", "command": ["true"]}],
                         }
                     }
                 }

@@ -253,7 +253,7 @@ async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_cluster
                     "template": {
                         "spec": {
                             "restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "i", "command": ["true"]}],
+                            "containers": [{"name": "c", "image": "busybox", "command": ["true"]}],
                         }
                     },
                 }
