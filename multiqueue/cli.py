@@ -171,18 +171,18 @@ async def _run_manager(config: ManagerConfig) -> int:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     assert manager.management is not None and manager.management_factory is not None
     job_controller = None
-    tasks = []
     recorders = []
+    # The embedded controllers write, so like the dispatcher they run only on the replica holding the Lease.
     if "job" in config.embedded_controllers:
         recorder = EventRecorder(manager.management, "job-controller")
         job_controller = JobController(manager.management, manager.management_factory, recorder)
         recorders.append(recorder)
-        tasks.append(asyncio.create_task(job_controller.run()))
+        manager.run_while_leading("job-controller", job_controller.run)
     if "cronjob" in config.embedded_controllers:
         recorder = EventRecorder(manager.management, "cronjob-controller")
         cronjobs = CronJobController(manager.management, manager.management_factory, recorder)
         recorders.append(recorder)
-        tasks.append(asyncio.create_task(cronjobs.run()))
+        manager.run_while_leading("cronjob-controller", cronjobs.run)
     for recorder in recorders:
         recorder.start()
     manager.management_factory.start()
@@ -207,8 +207,6 @@ async def _run_manager(config: ManagerConfig) -> int:
     try:
         await stop.wait()
     finally:
-        for task in tasks:
-            task.cancel()
         await runner.cleanup()
         for recorder in recorders:
             await recorder.stop()

@@ -81,6 +81,11 @@ class CronJobController:
 
     async def run(self) -> None:
         await asyncio.gather(self.cronjobs.wait_for_sync(), self.jobs.wait_for_sync())
+        if self.queue.shutting_down:
+            # Running again (a new term as leader): a fresh queue, filled from the cache.
+            self.queue = WorkQueue("cronjob-controller")
+            for cronjob in self.cronjobs.objects():
+                self.queue.add(key_of(cronjob))
         try:
             await run_workers(self.queue, self.sync, self.workers)
         finally:

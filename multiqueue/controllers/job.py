@@ -98,6 +98,11 @@ class JobController:
     async def run(self) -> None:
         """Process Jobs until cancelled (the informers are started by their factory)."""
         await asyncio.gather(self.jobs.wait_for_sync(), self.pods.wait_for_sync())
+        if self.queue.shutting_down:
+            # Running again (a new term as leader): a fresh queue, filled from the cache.
+            self.queue = WorkQueue("job-controller")
+            for job in self.jobs.objects():
+                self._enqueue_job(job)
         try:
             await run_workers(self.queue, self.sync, self.workers)
         finally:

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import socket
 import uuid
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from multiqueue.api.meta import metadata
@@ -56,6 +57,8 @@ class Manager:
         self._secret_queue: WorkQueue[str] = WorkQueue("worker-secrets")
         self._secret_worker: asyncio.Task[None] | None = None
         self._retiring: dict[str, asyncio.Task[None]] = {}
+        # What else only the leader runs (the embedded controllers), by name.
+        self._leader_work: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
         self._recorder: EventRecorder | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._elector: LeaderElector | None = None
@@ -145,11 +148,18 @@ class Manager:
         )
         self._election = asyncio.create_task(self._elector.run(), name="leader-election")
 
+    def run_while_leading(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` whenever this replica leads (at once without leader election), cancel it when it stops."""
+        self._leader_work[name] = work
+        if self.leading:
+            self._tasks.append(asyncio.create_task(work(), name=name))
+
     def _start_dispatching(self) -> None:
         log.info("manager %s dispatches", self.identity)
         self._tasks = [
             asyncio.create_task(self._run(d), name=f"dispatcher:{k}") for k, d in self.dispatchers.items()
         ]
+        self._tasks += [asyncio.create_task(work(), name=name) for name, work in self._leader_work.items()]
 
     async def _stop_dispatching(self) -> None:
         """Lost the Lease: stop writing at once; the caches stay warm for a later term."""

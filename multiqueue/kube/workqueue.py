@@ -114,6 +114,10 @@ class WorkQueue(Generic[K]):
             self._wakeup.set()
         self._note_state()
 
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
     def shut_down(self) -> None:
         self._shutting_down = True
         self._queue.clear()

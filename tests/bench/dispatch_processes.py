@@ -55,11 +55,15 @@ async def _requests(kubeconfig: Path, context: str) -> int:
     ca = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
     async with (
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ca)) as session,
-        session.get(f"{cluster['server']}/metrics", headers={"Authorization": f"Bearer {user['token']}"}) as response,
+        session.get(
+            f"{cluster['server']}/metrics", headers={"Authorization": f"Bearer {user['token']}"}
+        ) as response,
     ):
         text = await response.text()
     return sum(
-        int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith("apiserver_request_total{")
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{")
     )
 
 
@@ -90,7 +94,9 @@ async def main() -> None:
         }
         (base / "manager.yaml").write_text(yaml.safe_dump(manager_config))
         processes.append(
-            await _start(["manager", "--config", str(base / "manager.yaml")], "dispatching", base / "manager.log")
+            await _start(
+                ["manager", "--config", str(base / "manager.yaml")], "dispatching", base / "manager.log"
+            )
         )
         for name in CLUSTERS:
             clients[name] = await KubeClient.connect(base / name / "kubeconfig", name, name)
@@ -104,7 +110,9 @@ async def main() -> None:
             for w, seen in zip(CLUSTERS[1:], per_worker, strict=True)
         ]
         started = time.perf_counter()
-        await asyncio.gather(*(clients["management"].create(JOBS, _job(i), "default") for i in range(JOBS_TOTAL)))
+        await asyncio.gather(
+            *(clients["management"].create(JOBS, _job(i), "default") for i in range(JOBS_TOTAL))
+        )
         async with asyncio.timeout(900):
             await watchers[0]
         elapsed = time.perf_counter() - started
@@ -126,9 +134,13 @@ async def main() -> None:
             "jobs": JOBS_TOTAL,
             "seconds_to_all_complete": round(elapsed, 2),
             "jobs_per_s": round(JOBS_TOTAL / elapsed, 1),
-            "status_sync_latency": summary_ms([user_done[n] - mirror_done[n] for n in user_done if n in mirror_done]),
+            "status_sync_latency": summary_ms(
+                [user_done[n] - mirror_done[n] for n in user_done if n in mirror_done]
+            ),
             "api_requests_per_job_management": round(requests["management"] / JOBS_TOTAL, 2),
-            "api_requests_per_job_workers": round((requests["worker-1"] + requests["worker-2"]) / JOBS_TOTAL, 2),
+            "api_requests_per_job_workers": round(
+                (requests["worker-1"] + requests["worker-2"]) / JOBS_TOTAL, 2
+            ),
             "note": "three local-up processes and a manager process; server-side counts include the workers' "
             "Job controllers and kubelets, the bench's own creates and its watches",
         },

@@ -362,14 +362,29 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
     )
     config = base.model_copy(update={"leader_election": election})
     managers = [Manager(config), Manager(config)]
+    # What else runs only on the leader (the embedded controllers in `multiqueue manager`).
+    running: list[str] = []
+    started = asyncio.Event()
+
+    def leader_only(manager: Manager) -> Any:
+        async def work() -> None:
+            running.append(manager.identity)
+            started.set()
+            await asyncio.Event().wait()
+
+        return work
+
     for manager in managers:
         await manager.start()
+        manager.run_while_leading("probe", leader_only(manager))
     try:
         await clusters.client().create(JOBS, managed("first", "true"), "default")
         await clusters.wait_for(JOBS, "default", "first", has_condition("Complete"))
         leaders = [m for m in managers if m.leading]
         assert len(leaders) == 1
         leader, follower = leaders[0], next(m for m in managers if m is not leaders[0])
+        assert running == [leader.identity]
+        started.clear()
         # The leader dies: its connection goes first, so it cannot hand the Lease back.
         assert leader.management is not None
         await leader.management.close()
@@ -378,6 +393,8 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
         await clusters.client().create(JOBS, managed("second", "true"), "default")
         await clusters.wait_for(JOBS, "default", "second", has_condition("Complete"), within=30)
         assert follower.leading
+        await asyncio.wait_for(started.wait(), 10)
+        assert running == [leader.identity, follower.identity]
         took = time.monotonic() - died
         assert took < 30
         print(f"\nleader died: the next Job Complete {took:.1f} s later (lease duration 2.0 s)")

@@ -24,6 +24,7 @@ class Harness:
     client: KubeClient
     controller: JobController
     changes: Changes
+    task: asyncio.Task[None]
 
 
 @pytest.fixture
@@ -35,11 +36,11 @@ async def harness(apiserver: ApiServer) -> AsyncIterator[Harness]:
     changes = Changes(controller.jobs, controller.pods)
     factory.start()
     recorder.start()
-    task = asyncio.create_task(controller.run())
-    yield Harness(client, controller, changes)
-    task.cancel()
+    harness = Harness(client, controller, changes, asyncio.create_task(controller.run()))
+    yield harness
+    harness.task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
-        await task
+        await harness.task
     await recorder.stop()
     await factory.stop()
     await client.close()
@@ -110,3 +111,16 @@ async def test_parallelism_change_deletes_excess_pods(harness: Harness) -> None:
     await changes.until(
         lambda: (controller.jobs.get("default/scaled") or {}).get("status", {}).get("active") == 1
     )
+
+
+async def test_a_controller_stopped_and_run_again_picks_up_jobs_made_meanwhile(harness: Harness) -> None:
+    """What a manager replica does when it loses the Lease and later leads again."""
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    harness.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await harness.task
+    await client.create(JOBS, _job("meanwhile"), "default")
+    await changes.until(lambda: controller.jobs.get("default/meanwhile") is not None)
+    assert controller.pods.objects("default") == [], "nobody runs Jobs while the controller is stopped"
+    harness.task = asyncio.create_task(controller.run())
+    await changes.until(lambda: len(controller.pods.objects("default")) == 1)
