@@ -124,32 +124,33 @@ async def test_manager_killed_at_random_points_loses_nothing_and_runs_nothing_tw
                     for n in names[start : start + 20]
                 )
             )
+
+        def settled() -> bool:
+            latest: dict[str, Obj] = {}
+            for _, obj in user_events:
+                latest[obj["metadata"]["name"]] = obj
+            return len(latest) == JOBS_COUNT and all(
+                condition(j, "Complete") is not None
+                and MIRROR_FINALIZER not in (j["metadata"].get("finalizers") or [])
+                for j in latest.values()
+            )
+
         # Each manager is killed after a random number of changes to the users' Jobs (placements, status
-        # writes, finalizer releases), so each kill lands somewhere else in a Job's dispatch.
-        gaps = [rng.randrange(10, 150) for _ in range(KILLS)]
+        # writes, finalizer releases), so each kill lands somewhere else in a Job's dispatch. A Job makes three
+        # or more changes, so the kills all come before the end.
+        gaps = [rng.randrange(5, 100) for _ in range(KILLS)]
         print(f"each manager killed after {gaps} changes of the users' Jobs")
         for gap in gaps:
             process = await start_manager()
             target = len(user_events) + gap
             async with asyncio.timeout(120):
-                while len(user_events) < target:
+                while len(user_events) < target and not settled():
                     progress.clear()
                     await progress.wait()
             process.kill()
             await process.wait()
         process = await start_manager()
         try:
-
-            def settled() -> bool:
-                latest: dict[str, Obj] = {}
-                for _, obj in user_events:
-                    latest[obj["metadata"]["name"]] = obj
-                return len(latest) == JOBS_COUNT and all(
-                    condition(j, "Complete") is not None
-                    and MIRROR_FINALIZER not in (j["metadata"].get("finalizers") or [])
-                    for j in latest.values()
-                )
-
             async with asyncio.timeout(240):
                 while not settled():
                     progress.clear()
