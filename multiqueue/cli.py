@@ -24,7 +24,7 @@ from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_
 from multiqueue.dispatch.generic import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.local.config import load_local_config
+from multiqueue.local.config import LocalConfig, load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
 
@@ -103,10 +103,14 @@ def _local_up(args: argparse.Namespace) -> int:
         config = load_local_config(Path(args.config) if args.config else None)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
-    return asyncio.run(_serve_local(LocalClusters(config, Path(args.state_dir))))
+    return asyncio.run(_serve_local(config, Path(args.state_dir)))
 
 
-async def _serve_local(clusters: LocalClusters) -> int:
+async def _serve_local(config: LocalConfig, state_dir: Path) -> int:
+    from multiqueue import telemetry
+
+    metrics = telemetry.Metrics()
+    clusters = LocalClusters(config, state_dir, meter=metrics.meter)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -115,18 +119,27 @@ async def _serve_local(clusters: LocalClusters) -> int:
         await clusters.start()
     except OSError as exc:
         raise UsageError(f"cannot start local clusters: {exc}") from exc
+    runner = None
     try:
         kubeconfig = clusters.kubeconfig_path
         print(f"local clusters are up: {', '.join(f'{n} ({s.url})' for n, s in clusters.servers.items())}")
         print(f"  export KUBECONFIG={kubeconfig}")
-        if clusters.manager is not None:
+        if clusters.manager is not None and config.manager is not None:
             print(f"  multiqueue status --config {clusters.state_dir / 'manager.yaml'}")
+            metrics.observe_manager(clusters.manager)
+            controller = clusters.components[config.manager.management].job_controller
+            if controller is not None:
+                metrics.observe_job_controller(controller)
+            runner, url = await telemetry.serve(clusters.manager, metrics, config.manager.metrics_address)
+            print(f"  curl {url}/metrics")
         others = [n for n in clusters.servers if n != "management"]
         if others:
             print(f"  kubectl --context {others[0]} get jobs")
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
     finally:
+        if runner is not None:
+            await runner.cleanup()
         await clusters.stop()
     print("local clusters stopped")
     return 0
@@ -148,12 +161,14 @@ def _manager_config(path: str) -> ManagerConfig:
 
 def _manager(args: argparse.Namespace) -> int:
     """Run the manager until SIGINT or SIGTERM."""
-    return asyncio.run(_run_manager(_manager_config(args.config)))
+    from multiqueue import telemetry
+
+    config = _manager_config(args.config)
+    telemetry.setup_logging(args.log_format)
+    return asyncio.run(_run_manager(config))
 
 
 async def _run_manager(config: ManagerConfig) -> int:
-    from aiohttp import web
-
     from multiqueue import telemetry
     from multiqueue.controllers.cronjob import CronJobController
     from multiqueue.controllers.job import JobController
@@ -164,18 +179,23 @@ async def _run_manager(config: ManagerConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    manager = Manager(config)
+    tracing = telemetry.setup_tracing()
+    metrics = telemetry.Metrics()
+    manager = Manager(config, meter=metrics.meter)
     try:
         await manager.start()
     except (KubeconfigError, KubeError, OSError) as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     assert manager.management is not None and manager.management_factory is not None
-    job_controller = None
+    metrics.observe_manager(manager)
     recorders = []
     # The embedded controllers write, so like the dispatcher they run only on the replica holding the Lease.
     if "job" in config.embedded_controllers:
         recorder = EventRecorder(manager.management, "job-controller")
-        job_controller = JobController(manager.management, manager.management_factory, recorder)
+        job_controller = JobController(
+            manager.management, manager.management_factory, recorder, meter=metrics.meter
+        )
+        metrics.observe_job_controller(job_controller)
         recorders.append(recorder)
         manager.run_while_leading("job-controller", job_controller.run)
     if "cronjob" in config.embedded_controllers:
@@ -186,22 +206,13 @@ async def _run_manager(config: ManagerConfig) -> int:
     for recorder in recorders:
         recorder.start()
     manager.management_factory.start()
-    host, _, port = config.metrics_address.rpartition(":")
-    runner = web.AppRunner(
-        telemetry.app(
-            lambda: manager.dispatcher is not None and manager.dispatcher.users.has_synced,
-            lambda: telemetry.render(manager.dispatcher, job_controller),
-        ),
-        access_log=None,
-    )
-    await runner.setup()
-    await web.TCPSite(runner, host or "127.0.0.1", int(port or 8080)).start()
+    runner, url = await telemetry.serve(manager, metrics, config.metrics_address)
     targets = [w.name for w in config.workers]
     if config.worker_secrets.enabled:
         targets.append(f"the workers of Secrets labelled {CLUSTER_LABEL} in {config.namespace}")
     print(
         f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(targets)}; "
-        f"metrics on http://{config.metrics_address}/metrics",
+        f"metrics on {url}/metrics",
         flush=True,
     )
     try:
@@ -211,6 +222,8 @@ async def _run_manager(config: ManagerConfig) -> int:
         for recorder in recorders:
             await recorder.stop()
         await manager.stop()
+        if tracing is not None:
+            tracing.shutdown()
     return 0
 
 
@@ -288,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Dispatch Jobs whose spec.managedBy is multiqueue's to worker clusters and mirror their status.",
     )
     manager.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    manager.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one JSON object per line, for log collectors",
+    )
     manager.set_defaults(handler=_manager)
 
     status = commands.add_parser("status", help="show workers and the Jobs this manager handles")

@@ -1,103 +1,296 @@
-"""The manager's HTTP endpoint for operators: /healthz, /readyz and /metrics in the Prometheus text format.
+"""What operators get from a running manager: /healthz, /readyz and /metrics, traces over OTLP, and JSON logs.
 
-Metric names follow upstream where upstream has one (the embedded controllers' job_controller_* families) and use
-the ``multiqueue_`` prefix for the dispatcher's own.
+Metrics go through opentelemetry-sdk: counters and gauges are observed from the in-process counts of the
+dispatcher and the embedded controllers, histograms are recorded where the time is measured (they get this
+module's :class:`Metrics` meter). /metrics renders what the SDK collected in the Prometheus text format, under the
+names in :data:`METRICS`: upstream's where upstream has one (the embedded Job controller's ``job_controller_*``),
+``multiqueue_`` for the dispatcher's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
 from aiohttp import web
+from opentelemetry import trace
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    Gauge,
+    Histogram,
+    InMemoryMetricReader,
+    Sum,
+)
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from multiqueue import __version__
 from multiqueue.controllers.job import JobController
-from multiqueue.dispatch.dispatcher import Dispatcher
+from multiqueue.dispatch.manager import Manager
+
+# name -> (Prometheus type, labels, help). The operations docs render this table; a test checks /metrics against it.
+METRICS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
+    "multiqueue_jobs_dispatched_total": (
+        "counter",
+        ("cluster",),
+        "Jobs whose mirror was created on a worker.",
+    ),
+    "multiqueue_jobs_redispatched_total": (
+        "counter",
+        ("from_cluster",),
+        "Jobs moved off a worker unreachable for longer than workerLostTimeout.",
+    ),
+    "multiqueue_status_sync_rejected_total": (
+        "counter",
+        ("reason",),
+        "Mirror statuses not written back because they break the Job status rules.",
+    ),
+    "multiqueue_dispatch_latency_seconds": (
+        "histogram",
+        (),
+        "From the manager first seeing a Job to its mirror existing on a worker.",
+    ),
+    "multiqueue_managed_jobs": (
+        "gauge",
+        ("state",),
+        "Jobs with this manager's managedBy, active or finished.",
+    ),
+    "multiqueue_waiting_jobs": ("gauge", (), "Jobs that fit on no worker now and wait for capacity."),
+    "multiqueue_cluster_active": (
+        "gauge",
+        ("cluster", "reason"),
+        "1 while a worker is reachable and its cache in sync, else 0, with the reason.",
+    ),
+    "job_controller_job_syncs_total": (
+        "counter",
+        ("completion_mode", "result", "action"),
+        "Syncs of the embedded Job controller.",
+    ),
+    "job_controller_job_sync_duration_seconds": (
+        "histogram",
+        ("completion_mode", "result", "action"),
+        "How long one sync of the embedded Job controller took.",
+    ),
+    "job_controller_jobs_finished_total": (
+        "counter",
+        ("completion_mode", "result", "reason"),
+        "Jobs the embedded Job controller finished.",
+    ),
+    "job_controller_job_pods_finished_total": (
+        "counter",
+        ("completion_mode", "result"),
+        "Pods of Jobs that finished, counted by the embedded Job controller.",
+    ),
+    "job_controller_jobs_by_external_controller_total": (
+        "counter",
+        ("controller_name",),
+        "Jobs the embedded Job controller left to another controller (spec.managedBy).",
+    ),
+}
+# Upstream's buckets for the Job sync duration: 4 ms doubling fifteen times.
+BUCKETS: Final = {
+    "job_controller_job_sync_duration_seconds": [0.004 * 2**i for i in range(15)],
+    "multiqueue_dispatch_latency_seconds": [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
+}
+OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
-def _counter(name: str, help_text: str, samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
-    for labels, value in samples:
-        rendered = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
-    return lines
+class Metrics:
+    """One manager process's metrics: an SDK meter provider read on demand by /metrics."""
+
+    def __init__(self) -> None:
+        self.reader = InMemoryMetricReader()
+        views = [
+            View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(bounds))
+            for name, bounds in BUCKETS.items()
+        ]
+        self.provider = MeterProvider(metric_readers=[self.reader], views=views)
+        self.meter: Meter = self.provider.get_meter("multiqueue", __version__)
+        # The families /metrics shows, with or without samples yet.
+        self.families: set[str] = set()
+
+    def observe_manager(self, manager: Manager) -> None:
+        def dispatcher_counts(field: str, label: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            def observe(_options: CallbackOptions) -> Iterable[Observation]:
+                dispatcher = manager.dispatcher
+                if dispatcher is None:
+                    return []
+                counts: Mapping[str, int] = getattr(dispatcher.metrics, field)
+                return [Observation(n, {label: key}) for key, n in sorted(counts.items())]
+
+            return observe
+
+        def managed(_options: CallbackOptions) -> Iterable[Observation]:
+            dispatcher = manager.dispatcher
+            if dispatcher is None:
+                return []
+            states = {"active": 0, "finished": 0}
+            for job in dispatcher.users.objects():
+                if dispatcher.adapter.managed_by(job) == dispatcher.managed_by:
+                    states["finished" if dispatcher.adapter.is_finished(job) else "active"] += 1
+            return [Observation(n, {"state": s}) for s, n in states.items()]
+
+        def waiting(_options: CallbackOptions) -> Iterable[Observation]:
+            dispatcher = manager.dispatcher
+            return [Observation(len(dispatcher.waiting_order()) if dispatcher is not None else 0)]
+
+        def active(_options: CallbackOptions) -> Iterable[Observation]:
+            dispatcher = manager.dispatcher
+            views = dispatcher.worker_views() if dispatcher is not None else []
+            found = [Observation(int(v.active), {"cluster": v.name, "reason": v.reason}) for v in views]
+            found += [
+                Observation(0, {"cluster": name, "reason": refusal.reason})
+                for name, refusal in sorted(manager.refused_secrets.items())
+            ]
+            return found
+
+        self._observe("multiqueue_jobs_dispatched_total", dispatcher_counts("dispatched", "cluster"))
+        self._observe("multiqueue_jobs_redispatched_total", dispatcher_counts("redispatched", "from_cluster"))
+        self._observe("multiqueue_status_sync_rejected_total", dispatcher_counts("rejected", "reason"))
+        self._observe("multiqueue_managed_jobs", managed)
+        self._observe("multiqueue_waiting_jobs", waiting)
+        self._observe("multiqueue_cluster_active", active)
+        self.families.add("multiqueue_dispatch_latency_seconds")  # recorded by the dispatcher
+
+    def observe_job_controller(self, controller: JobController) -> None:
+        def counts(field: str, labels: tuple[str, ...]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            def observe(_options: CallbackOptions) -> Iterable[Observation]:
+                found: Mapping[Any, int] = getattr(controller.metrics, field)
+                return [
+                    Observation(n, dict(zip(labels, key if isinstance(key, tuple) else (key,), strict=True)))
+                    for key, n in sorted(found.items())
+                ]
+
+            return observe
+
+        for name, field in (
+            ("job_controller_job_syncs_total", "syncs"),
+            ("job_controller_jobs_finished_total", "finished"),
+            ("job_controller_job_pods_finished_total", "pods_finished"),
+            ("job_controller_jobs_by_external_controller_total", "by_external_controller"),
+        ):
+            self._observe(name, counts(field, METRICS[name][1]))
+        self.families.add("job_controller_job_sync_duration_seconds")  # recorded by the controller
+
+    def _observe(self, name: str, callback: Callable[[CallbackOptions], Iterable[Observation]]) -> None:
+        kind, _labels, description = METRICS[name]
+        self.families.add(name)
+        if kind == "counter":
+            self.meter.create_observable_counter(name, callbacks=[callback], description=description)
+        else:
+            self.meter.create_observable_gauge(name, callbacks=[callback], description=description)
+
+    def render(self) -> str:
+        """Everything collected, in the Prometheus text format (0.0.4)."""
+        data = self.reader.get_metrics_data()
+        families: dict[str, list[str]] = {}
+        for resource_metrics in data.resource_metrics if data is not None else []:
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    families.setdefault(metric.name, []).extend(_samples(metric.name, metric.data))
+        lines: list[str] = []
+        for name in sorted(self.families | set(families)):
+            kind, _labels, description = METRICS.get(name, ("untyped", (), name))
+            lines += [f"# HELP {name} {description}", f"# TYPE {name} {kind}", *families.get(name, [])]
+        return "\n".join(lines) + "\n"
 
 
-def _summary(name: str, help_text: str, values: list[float]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} summary"]
-    if values:
-        ordered = sorted(values)
-        for q in (0.5, 0.99):
-            lines.append(
-                f'{name}{{quantile="{q}"}} {ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.6f}'
-            )
-        lines.append(f"{name}_sum {sum(values):.6f}")
-    lines.append(f"{name}_count {len(values)}")
-    return lines
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(dispatcher: Dispatcher | None, job_controller: JobController | None) -> str:
+def _labels(attributes: Mapping[str, Any] | None, extra: Mapping[str, str] | None = None) -> str:
+    merged = {**{k: str(v) for k, v in (attributes or {}).items()}, **(extra or {})}
+    if not merged:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(merged.items())) + "}"
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(int(value))
+
+
+def _samples(name: str, data: Any) -> list[str]:
     lines: list[str] = []
-    if dispatcher is not None:
-        m = dispatcher.metrics
-        lines += _counter(
-            "multiqueue_jobs_dispatched_total",
-            "Jobs dispatched, by worker.",
-            [({"cluster": c}, n) for c, n in m.dispatched.items()],
-        )
-        lines += _counter(
-            "multiqueue_status_sync_rejected_total",
-            "Mirror statuses not applied because they break the Job status rules.",
-            [({"reason": r}, n) for r, n in m.rejected.items()],
-        )
-        lines += _summary(
-            "multiqueue_dispatch_latency_seconds",
-            "From first seeing a Job to its mirror existing.",
-            m.dispatch_latency,
-        )
-        states: dict[str, int] = {}
-        for job in dispatcher.users.objects():
-            if dispatcher.adapter.managed_by(job) == dispatcher.managed_by:
-                state = "finished" if dispatcher.adapter.is_finished(job) else "active"
-                states[state] = states.get(state, 0) + 1
-        lines += [
-            "# HELP multiqueue_managed_jobs Jobs with multiqueue's managedBy, by state.",
-            "# TYPE multiqueue_managed_jobs gauge",
-            *(f'multiqueue_managed_jobs{{state="{s}"}} {n}' for s, n in sorted(states.items())),
-        ]
-        lines += [
-            "# HELP multiqueue_cluster_active Whether a worker's cache is in sync (1) or not (0).",
-            "# TYPE multiqueue_cluster_active gauge",
-            *(
-                f'multiqueue_cluster_active{{cluster="{w.name}"}} {int(w.active)}'
-                for w in dispatcher.worker_views()
-            ),
-        ]
-    if job_controller is not None:
-        m2 = job_controller.metrics
-        lines += _counter(
-            "job_controller_job_syncs_total",
-            "The number of job syncs.",
-            [({"completion_mode": c, "result": r, "action": a}, n) for (c, r, a), n in m2.syncs.items()],
-        )
-        lines += _counter(
-            "job_controller_jobs_finished_total",
-            "The number of finished jobs.",
-            [
-                ({"completion_mode": c, "result": r, "reason": why}, n)
-                for (c, r, why), n in m2.finished.items()
-            ],
-        )
-        lines += _counter(
-            "job_controller_jobs_by_external_controller_total",
-            "The number of Jobs managed by an external controller.",
-            [({"controller_name": c}, n) for c, n in m2.by_external_controller.items()],
-        )
-        lines += _summary(
-            "job_controller_job_sync_duration_seconds",
-            "The time it took to sync a job.",
-            m2.sync_seconds[-10000:],
-        )
-    return "\n".join(lines) + "\n"
+    if isinstance(data, Histogram):
+        for histogram in data.data_points:
+            running = 0
+            bounds = [*histogram.explicit_bounds, math.inf]
+            for bound, count in zip(bounds, histogram.bucket_counts, strict=True):
+                running += count
+                lines.append(
+                    f"{name}_bucket{_labels(histogram.attributes, {'le': _number(bound)})} {running}"
+                )
+            lines.append(f"{name}_sum{_labels(histogram.attributes)} {_number(histogram.sum)}")
+            lines.append(f"{name}_count{_labels(histogram.attributes)} {histogram.count}")
+    elif isinstance(data, Sum | Gauge):
+        for point in data.data_points:
+            lines.append(f"{name}{_labels(point.attributes)} {_number(point.value)}")
+    return lines
+
+
+def tracer_provider(environ: Mapping[str, str] = os.environ) -> TracerProvider | None:
+    """Spans exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set; None (tracing off) otherwise."""
+    base = environ.get(OTLP_ENDPOINT_ENV)
+    if not base:
+        return None
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "multiqueue-manager"}))
+    # The base endpoint of the OTLP spec: traces go to <base>/v1/traces.
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base.rstrip('/')}/v1/traces"))
+    )
+    return provider
+
+
+def setup_tracing(environ: Mapping[str, str] = os.environ) -> TracerProvider | None:
+    """Install :func:`tracer_provider` for the whole process (the dispatcher's spans use the global one)."""
+    provider = tracer_provider(environ)
+    if provider is not None:
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and whatever ``extra`` the call passed."""
+
+    _standard: Final = frozenset(vars(logging.makeLogRecord({})))
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in self._standard and k != "message"})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(log_format: str, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        formatter: logging.Formatter = JsonFormatter()
+        formatter.converter = time.gmtime
+    else:
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
 
 
 def app(ready: Callable[[], bool], metrics: Callable[[], str]) -> web.Application:
@@ -116,3 +309,20 @@ def app(ready: Callable[[], bool], metrics: Callable[[], str]) -> web.Applicatio
     application.router.add_get("/readyz", readyz)
     application.router.add_get("/metrics", metrics_handler)
     return application
+
+
+async def serve(manager: Manager, metrics: Metrics, address: str) -> tuple[web.AppRunner, str]:
+    """Serve the operator endpoints of ``manager`` on ``address`` (port 0: any free one); the runner and URL."""
+    host, _, port = address.rpartition(":")
+    runner = web.AppRunner(
+        app(
+            lambda: manager.dispatcher is not None and manager.dispatcher.users.has_synced,
+            metrics.render,
+        ),
+        access_log=None,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host or "127.0.0.1", int(port or 8080))
+    await site.start()
+    bound = runner.addresses[0] if runner.addresses else (host, port)
+    return runner, f"http://{bound[0]}:{bound[1]}"

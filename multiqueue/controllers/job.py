@@ -18,6 +18,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from opentelemetry import metrics
+from opentelemetry.metrics import Meter
+
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
 from multiqueue.controllers.job_sync import Actions, decide
@@ -63,7 +66,6 @@ class JobControllerMetrics:
         default_factory=collections.Counter
     )
     by_external_controller: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-    sync_seconds: list[float] = dataclasses.field(default_factory=list)
 
 
 class JobController:
@@ -75,6 +77,7 @@ class JobController:
         *,
         workers: int = 4,
         clock: Callable[[], datetime] | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.client = client
         self.recorder = recorder
@@ -85,6 +88,9 @@ class JobController:
         self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
         self.queue: WorkQueue[str] = WorkQueue("job-controller")
         self.metrics = JobControllerMetrics()
+        self._sync_duration = (meter or metrics.get_meter(__name__)).create_histogram(
+            "job_controller_job_sync_duration_seconds", unit="s", description="How long one Job sync took."
+        )
         self._expectations: dict[str, _Expectation] = {}
         self.jobs.add_handlers(Handlers(on_add=self._job_added, on_update=lambda _o, n: self._enqueue_job(n)))
         self.pods.add_handlers(
@@ -171,7 +177,9 @@ class JobController:
         finally:
             mode = jobs.completion_mode(job)
             self.metrics.syncs[(mode, result, action)] += 1
-            self.metrics.sync_seconds.append(time.perf_counter() - started)
+            self._sync_duration.record(
+                time.perf_counter() - started, {"completion_mode": mode, "result": result, "action": action}
+            )
 
     async def _execute(self, key: str, job: Obj, actions: Actions) -> None:
         namespace, name = namespace_of(job), str(metadata(job).get("name"))

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
+from opentelemetry.metrics import Meter
+
 from multiqueue.api.meta import metadata
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
@@ -43,8 +45,9 @@ class _Connection:
 
 
 class Manager:
-    def __init__(self, config: ManagerConfig) -> None:
+    def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
         self.config = config
+        self.meter = meter
         self.management: KubeClient | None = None
         self.management_factory: InformerFactory | None = None
         self.dispatchers: dict[str, Dispatcher] = {}
@@ -111,6 +114,7 @@ class Manager:
                 gc_interval=config.gc_interval,
                 worker_lost_timeout=config.worker_lost_timeout,
                 priorities=priorities,
+                meter=self.meter,
             )
         if config.worker_secrets.enabled:
             self._secrets = self.management_factory.informer(

@@ -12,6 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.metrics import Meter
+
 from multiqueue.controllers.cronjob import COMPONENT as CRONJOB_CONTROLLER
 from multiqueue.controllers.cronjob import CronJobController
 from multiqueue.controllers.job import COMPONENT as JOB_CONTROLLER
@@ -29,8 +31,11 @@ log = logging.getLogger(__name__)
 class ClusterComponents:
     """The controllers and kubelet of one local cluster, started and stopped together."""
 
-    def __init__(self, cluster: LocalCluster, kubeconfig: dict[str, Any], log_dir: Path) -> None:
+    def __init__(
+        self, cluster: LocalCluster, kubeconfig: dict[str, Any], log_dir: Path, meter: Meter | None = None
+    ) -> None:
         self.cluster = cluster
+        self.meter = meter
         self.kubeconfig = kubeconfig
         self.log_dir = log_dir
         self.client: KubeClient | None = None
@@ -51,7 +56,7 @@ class ClusterComponents:
         if "job" in self.cluster.controllers:
             recorder = EventRecorder(self.client, JOB_CONTROLLER)
             self._recorders.append(recorder)
-            self.job_controller = JobController(self.client, self.factory, recorder)
+            self.job_controller = JobController(self.client, self.factory, recorder, meter=self.meter)
         if "cronjob" in self.cluster.controllers:
             recorder = EventRecorder(self.client, CRONJOB_CONTROLLER)
             self._recorders.append(recorder)

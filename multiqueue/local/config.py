@@ -33,13 +33,15 @@ class LocalCluster(BaseModel):
 class LocalManager(BaseModel):
     """The multiqueue manager over local clusters: which one is the management cluster, which are workers."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     management: str = "management"
     workers: Annotated[list[str], Field(min_length=1)] = Field(
         default_factory=lambda: ["worker-1", "worker-2"]
     )
     placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
+    # Where the manager serves /healthz, /readyz and /metrics; port 0 picks a free one (printed at start).
+    metrics_address: Annotated[str, Field(alias="metricsAddress")] = "127.0.0.1:0"
 
 
 class LocalConfig(BaseModel):

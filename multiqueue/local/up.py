@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from opentelemetry.metrics import Meter
 
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.manager import Manager
@@ -33,8 +34,9 @@ READY_TIMEOUT = 30.0
 class LocalClusters:
     """The running local clusters of one state directory."""
 
-    def __init__(self, config: LocalConfig, state_dir: Path) -> None:
+    def __init__(self, config: LocalConfig, state_dir: Path, meter: Meter | None = None) -> None:
         self.config = config
+        self.meter = meter
         self.state_dir = state_dir
         self.servers: dict[str, ApiServer] = {}
         self.components: dict[str, ClusterComponents] = {}
@@ -62,7 +64,9 @@ class LocalClusters:
         kubeconfig = await asyncio.to_thread(self.kubeconfig)
         try:
             for cluster in self.config.clusters:
-                components = ClusterComponents(cluster, kubeconfig, self._cluster_dir(cluster.name) / "logs")
+                components = ClusterComponents(
+                    cluster, kubeconfig, self._cluster_dir(cluster.name) / "logs", self.meter
+                )
                 self.components[cluster.name] = components
                 await components.start()
         except BaseException:
@@ -75,7 +79,7 @@ class LocalClusters:
                 self.manager_config().model_dump(mode="json", by_alias=True), sort_keys=False
             )
             await asyncio.to_thread(_write_private, self.state_dir / "manager.yaml", manager_yaml)
-            self.manager = Manager(self.manager_config())
+            self.manager = Manager(self.manager_config(), meter=self.meter)
             try:
                 await self.manager.start()
             except BaseException:

@@ -9,16 +9,24 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 
 KUBECTL = shutil.which("kubectl")
 
 
+@dataclass
+class Running:
+    process: asyncio.subprocess.Process
+    printed: list[str]  # what it printed up to "press Ctrl-C"
+
+
 @asynccontextmanager
-async def local_up(state_dir: Path, *extra: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def local_up(state_dir: Path, *extra: str) -> AsyncIterator[Running]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -31,6 +39,7 @@ async def local_up(state_dir: Path, *extra: str) -> AsyncIterator[asyncio.subpro
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    running = Running(process, [])
     try:
         assert process.stdout is not None
         async with asyncio.timeout(60):
@@ -39,9 +48,10 @@ async def local_up(state_dir: Path, *extra: str) -> AsyncIterator[asyncio.subpro
                 if not line:
                     stderr = await process.stderr.read() if process.stderr else b""
                     raise AssertionError(f"local up exited early: {stderr.decode()}")
+                running.printed.append(line)
                 if line.startswith("press Ctrl-C"):
                     break
-        yield process
+        yield running
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
@@ -68,7 +78,7 @@ async def kubectl(kubeconfig: Path, *args: str) -> str:
 async def test_local_up_serves_every_cluster_and_restarts_with_the_same_objects(tmp_path: Path) -> None:
     state = tmp_path / "mq"
     kubeconfig = state / "kubeconfig"
-    async with local_up(state) as process:
+    async with local_up(state) as running:
         config = yaml.safe_load(kubeconfig.read_text())
         assert config["current-context"] == "management"
         assert [c["name"] for c in config["contexts"]] == ["management", "worker-1", "worker-2"]
@@ -78,7 +88,7 @@ async def test_local_up_serves_every_cluster_and_restarts_with_the_same_objects(
         manifest = state.parent / "kept.yaml"
         manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\ndata: {a: b}\n")
         await kubectl(kubeconfig, "apply", "-f", str(manifest))
-    assert process.returncode == 0
+    assert running.process.returncode == 0
     async with local_up(state):
         kept = json.loads(await kubectl(kubeconfig, "get", "configmap", "kept", "-o", "json"))
         assert kept["data"] == {"a": "b"}
@@ -96,3 +106,19 @@ async def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1
     assert "clusters.0.name" in lines[0]
+
+
+async def test_the_managers_metrics_show_every_documented_family(tmp_path: Path) -> None:
+    from multiqueue.telemetry import METRICS
+
+    async with local_up(tmp_path / "state") as running:
+        url = next(line.split()[1] for line in running.printed if line.strip().startswith("curl "))
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 200
+            assert response.content_type == "text/plain"
+            text = await response.text()
+    lines = text.splitlines()
+    for name, (kind, _labels, _help) in METRICS.items():
+        assert f"# TYPE {name} {kind}" in lines, name
+    assert any(line.startswith('multiqueue_cluster_active{cluster="worker-1",reason="') for line in lines)
+    assert 'multiqueue_managed_jobs{state="active"} 0' in lines
