@@ -44,23 +44,35 @@ class ConfigError(Exception):
 
 
 class ClusterRef(BaseModel):
+    """How to reach a cluster."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    # No kubeconfig: the pod's service account (the manager runs in the management cluster).
-    kubeconfig: Path | None = None
-    context: str | None = None
-    # Only for test clusters: accept kubeconfigs that turn certificate checks off.
-    allow_insecure: bool = Field(False, alias="allowInsecure")
+    kubeconfig: Path | None = Field(
+        None,
+        description="Path of a kubeconfig file (relative to the config file). None for the management "
+        "cluster: the pod's service account, when the manager runs in that cluster.",
+    )
+    context: str | None = Field(None, description="Context in the kubeconfig; default: its current context.")
+    allow_insecure: bool = Field(
+        False,
+        alias="allowInsecure",
+        description="Accept a kubeconfig that turns certificate checks off (test clusters only).",
+    )
 
 
 class Capacity(BaseModel):
-    """How much a worker takes from this manager: a number of Jobs and/or resource quotas (cpu, memory,
-    nvidia.com/gpu, ...), counted from the pods' requests times their parallelism."""
+    """How much a worker takes from this manager, counted from the pods' requests times their parallelism."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    max_jobs: Annotated[int | None, Field(ge=0, alias="maxJobs")] = None
-    resources: dict[str, str] = Field(default_factory=dict)
+    max_jobs: Annotated[int | None, Field(ge=0, alias="maxJobs")] = Field(
+        None, description="Most unfinished Jobs at once; none: no limit."
+    )
+    resources: dict[str, str] = Field(
+        default_factory=dict,
+        description="Quota per resource name (cpu, memory, nvidia.com/gpu, ...), as Kubernetes quantities.",
+    )
 
     @field_validator("resources")
     @classmethod
@@ -72,24 +84,19 @@ class Capacity(BaseModel):
 
 
 class WorkerConfig(ClusterRef):
-    name: ClusterName
-    kubeconfig: Path  # a worker is always reached through a kubeconfig
-    labels: dict[str, str] = Field(default_factory=dict)
-    capacity: Capacity = Field(default_factory=lambda: Capacity.model_validate({}))
+    """A worker cluster listed in the config file."""
 
-
-class LeaderElectionConfig(BaseModel):
-    """Several replicas may run; only the holder of this Lease dispatches."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    enabled: bool = False
-    # Default: the manager's namespace.
-    namespace: str | None = None
-    lease_name: str = Field("multiqueue-manager", alias="leaseName")
-    lease_duration: Annotated[float, Field(gt=0, alias="leaseDurationSeconds")] = 15.0
-    renew_deadline: Annotated[float, Field(gt=0, alias="renewDeadlineSeconds")] = 10.0
-    retry_period: Annotated[float, Field(gt=0, alias="retryPeriodSeconds")] = 2.0
+    name: ClusterName = Field(description="The worker's name: the value of the multiqueue.dev/cluster label.")
+    kubeconfig: Path = Field(
+        description="Path of the worker's kubeconfig file (relative to the config file)."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels Jobs select workers by (multiqueue.dev/cluster-selector)."
+    )
+    capacity: Capacity = Field(
+        default_factory=lambda: Capacity.model_validate({}),
+        description="What the worker takes; none: no limit.",
+    )
 
 
 class WorkerSecretsConfig(BaseModel):
@@ -97,10 +104,34 @@ class WorkerSecretsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    enabled: bool = True
-    # Kubeconfigs in Secrets may not point at local files or run exec plugins, since whoever can write a Secret
-    # would then choose what the manager reads or runs; allow them only where that is intended.
-    allow_insecure_kubeconfigs: bool = Field(False, alias="allowInsecureKubeconfigs")
+    enabled: bool = Field(True, description="Watch the manager's namespace for worker Secrets.")
+    # Whoever can write such a Secret would choose what the manager reads from its disk or runs.
+    allow_insecure_kubeconfigs: bool = Field(
+        False,
+        alias="allowInsecureKubeconfigs",
+        description="Accept Secret kubeconfigs that name local files or run credential plugins.",
+    )
+
+
+class LeaderElectionConfig(BaseModel):
+    """Several replicas may run; only the holder of this Lease dispatches and runs the embedded controllers."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = Field(False, description="Take part in leader election (run two or more replicas).")
+    namespace: str | None = Field(
+        None, description="Namespace of the Lease; default: the manager's namespace."
+    )
+    lease_name: str = Field("multiqueue-manager", alias="leaseName", description="Name of the Lease.")
+    lease_duration: Annotated[float, Field(gt=0, alias="leaseDurationSeconds")] = Field(
+        15.0, description="How long a Lease holds without renewal: the longest a takeover waits."
+    )
+    renew_deadline: Annotated[float, Field(gt=0, alias="renewDeadlineSeconds")] = Field(
+        10.0, description="How long the leader keeps trying to renew before it stops leading."
+    )
+    retry_period: Annotated[float, Field(gt=0, alias="retryPeriodSeconds")] = Field(
+        2.0, description="How often replicas try to acquire or renew the Lease."
+    )
 
 
 def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
@@ -108,37 +139,63 @@ def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
 
 
 class ManagerConfig(BaseModel):
+    """The manager's configuration file (``multiqueue manager --config FILE``)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    # The value of the multiqueue.dev/origin label on every mirror this manager makes.
-    name: str = "multiqueue"
-    managed_by: str = Field("multiqueue.dev/dispatcher", alias="managedBy")
-    # The manager's own namespace: its Lease and the Secrets of live workers are here.
-    namespace: str = "multiqueue-system"
-    management: ClusterRef
-    # Workers from the config file; more may come from Secrets (``workerSecrets``).
-    workers: list[WorkerConfig] = Field(default_factory=list)
-    placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
-    # How often mirrors whose user Job is gone (or was re-created) are looked for and deleted.
-    gc_interval: Annotated[float, Field(gt=0, alias="gcInterval")] = 60.0
-    # A worker unreachable for longer than this (seconds) has its unfinished Jobs run elsewhere.
-    worker_lost_timeout: Annotated[float, Field(gt=0, alias="workerLostTimeout")] = 900.0
-    worker_secrets: WorkerSecretsConfig = Field(
-        default_factory=lambda: WorkerSecretsConfig.model_validate({}), alias="workerSecrets"
+    name: str = Field(
+        "multiqueue",
+        description="Value of the multiqueue.dev/origin label on every mirror this manager makes.",
     )
-    # Namespaces of the management cluster whose Jobs are dispatched; empty means all.
-    namespaces: list[str] = Field(default_factory=list)
-    # The kinds to dispatch; each needs its adapter (multiqueue/dispatch/kinds.py) and, for custom kinds, the CRD
-    # installed on every cluster.
+    managed_by: str = Field(
+        "multiqueue.dev/dispatcher",
+        alias="managedBy",
+        description="The spec.managedBy value this manager handles.",
+    )
+    namespace: str = Field(
+        "multiqueue-system",
+        description="The manager's own namespace: its Lease and the Secrets of live workers.",
+    )
+    management: ClusterRef = Field(description="The management cluster, where users submit Jobs.")
+    workers: list[WorkerConfig] = Field(
+        default_factory=list, description="Worker clusters; more may come from Secrets (workerSecrets)."
+    )
+    placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = Field(
+        "LeastLoaded",
+        description="How a worker is chosen among those that fit: fewest unfinished Jobs, in turn, or the first "
+        "in config order (primary/backup).",
+    )
+    gc_interval: Annotated[float, Field(gt=0, alias="gcInterval")] = Field(
+        60.0, description="Seconds between sweeps for mirrors whose user Job is gone or was re-created."
+    )
+    worker_lost_timeout: Annotated[float, Field(gt=0, alias="workerLostTimeout")] = Field(
+        900.0, description="Seconds a worker may be unreachable before its unfinished Jobs run elsewhere."
+    )
+    worker_secrets: WorkerSecretsConfig = Field(
+        default_factory=lambda: WorkerSecretsConfig.model_validate({}),
+        alias="workerSecrets",
+        description="Workers registered at runtime through Secrets.",
+    )
+    namespaces: list[str] = Field(
+        default_factory=list, description="Namespaces of the management cluster to dispatch from; empty: all."
+    )
     kinds: Annotated[list[Literal["Job", "JobGroup"]], Field(min_length=1)] = Field(
-        default_factory=lambda: _jobs_only()
+        default_factory=lambda: _jobs_only(),
+        description="Kinds to dispatch; a custom kind needs its adapter and its CRD on every cluster.",
     )
     embedded_controllers: list[Literal["job", "cronjob"]] = Field(
-        default_factory=list, alias="embeddedControllers"
+        default_factory=list,
+        alias="embeddedControllers",
+        description="Run multiqueue's Job and CronJob controllers for the management cluster (where "
+        "kube-controller-manager runs with --controllers=*,-job,-cronjob).",
     )
-    metrics_address: str = Field("127.0.0.1:8080", alias="metricsAddress")
+    metrics_address: str = Field(
+        "127.0.0.1:8080", alias="metricsAddress", description="host:port of /healthz, /readyz and /metrics."
+    )
     leader_election: LeaderElectionConfig = Field(
-        default_factory=lambda: LeaderElectionConfig.model_validate({}), alias="leaderElection"
+        default_factory=lambda: LeaderElectionConfig.model_validate({}),
+        alias="leaderElection",
+        description="Leader election among replicas.",
     )
 
     @field_validator("workers")
