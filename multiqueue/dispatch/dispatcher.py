@@ -44,6 +44,7 @@ from multiqueue.kube.errors import (
 )
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
@@ -217,12 +218,7 @@ class Dispatcher:
 
     async def close(self) -> None:
         self._watching = False
-        watchers = [w.watcher for w in self.workers.values() if w.watcher is not None]
-        for task in watchers:
-            task.cancel()
-        for task in watchers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(w.watcher for w in self.workers.values())
         for worker in self.workers.values():
             worker.watcher = None
 

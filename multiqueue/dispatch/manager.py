@@ -7,7 +7,6 @@ a changed one reconnects it, a deleted one drains it (no new Jobs; it is let go 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import socket
@@ -28,6 +27,7 @@ from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaseTimings
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
@@ -168,11 +168,7 @@ class Manager:
     async def _stop_dispatching(self) -> None:
         """Lost the Lease: stop writing at once; the caches stay warm for a later term."""
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         for dispatcher in self.dispatchers.values():
             dispatcher.reset_queue()
 
@@ -187,18 +183,10 @@ class Manager:
 
     async def stop(self) -> None:
         """Stop cleanly: hand the Lease back (so a successor starts at once), then close everything."""
-        if self._election is not None:
-            self._election.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._election
+        await cancel_and_wait([self._election])
         await self._stop_dispatching()
-        background = [t for t in (self._secret_worker, *self._retiring.values()) if t is not None]
         self._secret_queue.shut_down()
-        for task in background:
-            task.cancel()
-        for task in background:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([self._secret_worker, *self._retiring.values()])
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
         if self._recorder is not None:
