@@ -173,3 +173,45 @@ async def test_custom_resources_are_served(http: aiohttp.ClientSession) -> None:
         http, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
     )
     assert code == 200
+
+
+async def test_discovery_follows_the_accept_header(http: aiohttp.ClientSession) -> None:
+    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    async with http.get("/apis", headers={"Accept": f"{aggregated},application/json;q=0.9"}) as response:
+        assert response.headers["Content-Type"] == aggregated
+        assert response.headers["Vary"] == "Accept"
+        body = await response.json(content_type=None)
+    assert body["kind"] == "APIGroupDiscoveryList"
+    assert "batch" in [g["metadata"]["name"] for g in body["items"]]
+    status, legacy = await _call(http, "GET", "/apis", headers={"Accept": "application/json"})
+    assert (status, legacy["kind"]) == (200, "APIGroupList")
+
+
+async def test_openapi_documents_carry_etags_and_honour_if_none_match(http: aiohttp.ClientSession) -> None:
+    status, index = await _call(http, "GET", "/openapi/v3")
+    assert status == 200
+    url = index["paths"]["apis/batch/v1"]["serverRelativeURL"]
+    async with http.get(url) as response:
+        assert response.status == 200
+        etag = response.headers["ETag"]
+        assert "immutable" in response.headers["Cache-Control"]
+        document = await response.json()
+    assert "io.k8s.api.batch.v1.Job" in document["components"]["schemas"]
+    async with http.get(url, headers={"If-None-Match": etag}) as response:
+        assert response.status == 304
+    async with http.get("/openapi/v3/apis/batch/v1?hash=stale", allow_redirects=False) as response:
+        assert (response.status, response.headers["Location"]) == (301, url)
+
+
+async def test_a_bad_include_object_is_a_bad_request(http: aiohttp.ClientSession) -> None:
+    table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+    for path in (
+        "/apis/batch/v1/namespaces/default/jobs",
+        "/apis/batch/v1/namespaces/default/jobs?watch=true",
+    ):
+        sep = "&" if "?" in path else "?"
+        status, body = await _call(
+            http, "GET", f"{path}{sep}includeObject=Everything", headers={"Accept": table}
+        )
+        assert (status, body["reason"]) == (400, "BadRequest")
+        assert 'includeObject: Unsupported value: "Everything"' in body["message"]

@@ -206,11 +206,9 @@ class ApiServer:
         if path == "/metrics":
             return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
         if path in ("/api", "/apis"):
-            return self._discovery_root(path == "/api")
-        if path == "/openapi/v3":
-            return _json(openapi.openapi_v3_index(list(self.registry)))
-        if path.startswith("/openapi/v3/"):
-            return self._openapi_document(path.removeprefix("/openapi/v3/"))
+            return self._discovery_root(request, path == "/api")
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            return await self._openapi(request, path.removeprefix("/openapi/v3"))
         parts = [p for p in path.split("/") if p]
         if parts[0] == "api" and len(parts) == 2:
             return self._resource_list("", parts[1])
@@ -221,8 +219,15 @@ class ApiServer:
             raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
         return await self._serve(request, target)
 
-    def _discovery_root(self, legacy: bool) -> web.Response:
-        return _json(discovery.api_versions() if legacy else discovery.api_group_list(list(self.registry)))
+    def _discovery_root(self, request: web.Request, legacy: bool) -> web.Response:
+        """Legacy or aggregated discovery, as the client's Accept asks."""
+        content_type, body = discovery.discovery_root(
+            list(self.registry), legacy, request.headers.get("Accept", "")
+        )
+        return web.Response(
+            body=json.dumps(body, separators=(",", ":")).encode(),
+            headers={"Content-Type": content_type, "Vary": "Accept"},
+        )
 
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
@@ -230,17 +235,21 @@ class ApiServer:
             raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
         return _json(body)
 
-    def _openapi_document(self, group_version_path: str) -> web.Response:
-        parts = group_version_path.split("/")
-        if parts[0] == "api" and len(parts) == 2:
-            document = openapi.openapi_v3_document(list(self.registry), "", parts[1])
-        elif parts[0] == "apis" and len(parts) == 3:
-            document = openapi.openapi_v3_document(list(self.registry), parts[1], parts[2])
-        else:
-            document = None
-        if document is None:
+    async def _openapi(self, request: web.Request, path: str) -> web.Response:
+        # The first document of a set of kinds takes about a second of CPU to build (then it is cached): never
+        # on the event loop.
+        reply = await asyncio.to_thread(
+            openapi.openapi_v3_reply,
+            list(self.registry),
+            path,
+            now=self.clock(),
+            hash_param=request.query.get("hash"),
+            accept=request.headers.get("Accept", ""),
+            if_none_match=request.headers.get("If-None-Match"),
+        )
+        if reply is None:
             raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
-        return _json(document)
+        return web.Response(status=reply.status, headers=reply.headers, body=reply.body or None)
 
     def _resolve(self, parts: list[str]) -> Target | None:
         """Map /api/v1/... or /apis/{g}/{v}/... onto a resource type, namespace, name and subresource."""
@@ -355,6 +364,7 @@ class ApiServer:
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         timeout = _int(query.get("timeoutSeconds"), DEFAULT_WATCH_TIMEOUT)
         as_table = _wants_table(request)
+        include = _include_object(request)
         store = self.store
         since = _int(requested, -1) if requested not in ("", "0") else store.resource_version
         if since < 0:
@@ -377,11 +387,8 @@ class ApiServer:
         async def send(kind: str, obj: Obj) -> None:
             nonlocal columns_sent
             if as_table and kind != "BOOKMARK":
-                table = tables.table(rtype, [obj], self.clock(), _include_object(request))
-                if columns_sent:
-                    table["columnDefinitions"] = []
+                obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
                 columns_sent = True
-                obj = table
             await _send(response, {"type": kind, "object": obj})
 
         try:
@@ -575,7 +582,10 @@ def _wants_table(request: web.Request) -> bool:
 
 
 def _include_object(request: web.Request) -> str:
-    return request.query.get("includeObject", "Metadata")
+    try:
+        return tables.include_object_policy(request.query.get("includeObject"))
+    except ValueError as exc:
+        raise ApiError(errors.bad_request_status(str(exc))) from exc
 
 
 async def _body(request: web.Request) -> Any:
