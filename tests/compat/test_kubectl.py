@@ -155,3 +155,24 @@ def test_server_side_validation_errors_read_like_upstream(cluster: Cluster) -> N
     assert result.returncode == 1
     assert 'The Job "bad" is invalid' in result.stderr
     assert "spec.template.spec.restartPolicy" in result.stderr
+
+
+def test_the_deploy_manifests_apply_here(cluster: Cluster) -> None:
+    """deploy/ is what admins apply to a real management cluster; the local one takes it too (stored, not run)."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    dry = cluster.kubectl("apply", "--dry-run=client", "-k", str(deploy)).stdout.splitlines()
+    assert len(dry) == 9 and all(line.endswith("created (dry run)") for line in dry), dry
+    cluster.kubectl("apply", "-k", str(deploy))
+    again = cluster.kubectl("apply", "-k", str(deploy)).stdout.splitlines()
+    assert all(line.endswith("unchanged") for line in again), again
+    replicas = cluster.kubectl(
+        "-n",
+        "multiqueue-system",
+        "get",
+        "deployment",
+        "multiqueue-manager",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    )
+    assert replicas.stdout == "2"
+    cluster.kubectl("delete", "-k", str(deploy), "--wait=false", "--ignore-not-found")

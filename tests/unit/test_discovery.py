@@ -70,9 +70,11 @@ def test_api_group_list_names_preferred_versions() -> None:
     groups = {g["name"]: g for g in api_group_list(TYPES)["groups"]}
     assert list(groups) == [
         "apiextensions.k8s.io",
+        "apps",
         "batch",
         "coordination.k8s.io",
         "example.com",
+        "rbac.authorization.k8s.io",
         "scheduling.k8s.io",
     ]
     assert groups["batch"] == {
@@ -144,7 +146,7 @@ def test_api_resource_list_shape() -> None:
     assert batch["groupVersion"] == "batch/v1"
     assert [r["name"] for r in batch["resources"]] == ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]
     assert api_resource_list(TYPES, "batch", "v2") is None
-    assert api_resource_list(TYPES, "apps", "v1") is None
+    assert api_resource_list(TYPES, "policy", "v1") is None
 
 
 def test_aggregated_core_discovery() -> None:
@@ -186,9 +188,11 @@ def test_aggregated_group_discovery() -> None:
     groups = {item["metadata"]["name"]: item for item in document["items"]}
     assert list(groups) == [
         "apiextensions.k8s.io",
+        "apps",
         "batch",
         "coordination.k8s.io",
         "example.com",
+        "rbac.authorization.k8s.io",
         "scheduling.k8s.io",
     ]
     assert [v["version"] for v in groups["example.com"]["versions"]] == ["v1", "v1beta1", "v2alpha1"]

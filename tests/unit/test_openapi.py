@@ -408,9 +408,11 @@ def test_index_points_at_each_group_version_by_its_hash() -> None:
     assert list(index["paths"]) == [
         "api/v1",
         "apis/apiextensions.k8s.io/v1",
+        "apis/apps/v1",
         "apis/batch/v1",
         "apis/coordination.k8s.io/v1",
         "apis/example.com/v1",
+        "apis/rbac.authorization.k8s.io/v1",
         "apis/scheduling.k8s.io/v1",
     ]
     rendered = rendered_document(TYPES, "batch", "v1")
@@ -448,7 +450,7 @@ def test_documents_are_fresh_copies() -> None:
 
 
 def test_unserved_group_versions() -> None:
-    assert openapi_v3_document(TYPES, "apps", "v1") is None
+    assert openapi_v3_document(TYPES, "policy", "v1") is None
     assert rendered_document(TYPES, "batch", "v2") is None
 
 
@@ -503,6 +505,6 @@ def test_reply_to_the_index_honours_its_etag() -> None:
     assert again is not None and (again.status, again.body) == (304, b"")
 
 
-@pytest.mark.parametrize("path", ["apis/apps/v1", "api/v2", "apis/batch", "openapi", "apis/batch/v1/jobs"])
+@pytest.mark.parametrize("path", ["apis/policy/v1", "api/v2", "apis/batch", "openapi", "apis/batch/v1/jobs"])
 def test_reply_to_unknown_paths(path: str) -> None:
     assert openapi_v3_reply(TYPES, path, now=NOW) is None
