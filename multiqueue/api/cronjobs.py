@@ -41,7 +41,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
-from multiqueue.api import jobs
+from multiqueue.api import jobs, pods
 from multiqueue.api.errors import FieldError, invalid, non_negative, not_supported, required
 from multiqueue.api.meta import (
     as_dict,
@@ -536,7 +536,7 @@ class _Search:
 
 
 def default_cronjob(cronjob: Obj) -> Obj:
-    """Upstream's SetDefaults_CronJob, plus the Job defaults on ``jobTemplate.spec``; a JSON null counts as unset."""
+    """Upstream's SetDefaults_CronJob and the pod defaults of its job template; a JSON null counts as unset."""
     result = copy.deepcopy(as_dict(cronjob))
     if result.get("spec") is None:
         result["spec"] = {}
@@ -554,8 +554,12 @@ def default_cronjob(cronjob: Obj) -> Obj:
     if spec.get("jobTemplate") is None:
         spec["jobTemplate"] = {}
     template = spec["jobTemplate"]
-    if isinstance(template, dict):
-        template["spec"] = jobs.default_job_spec(as_dict(template.get("spec")))
+    # Like upstream's generated defaulters: the pod template is defaulted here, the Job spec only when the
+    # controller creates a Job from it (so an Indexed template without completions is refused at once).
+    job_spec = template.get("spec") if isinstance(template, dict) else None
+    pod_template = job_spec.get("template") if isinstance(job_spec, dict) else None
+    if isinstance(pod_template, dict):
+        pod_template["spec"] = pods.default_pod_spec(as_dict(pod_template.get("spec")))
     return result
 
 

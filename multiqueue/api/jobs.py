@@ -218,7 +218,7 @@ def _child(parent: Obj, key: str) -> Obj | None:
 
 
 def default_job_spec(spec: Obj) -> Obj:
-    """Upstream's SetDefaults_Job on the spec alone, so a CronJob's jobTemplate gets the same defaults."""
+    """Upstream's SetDefaults_Job on the spec alone."""
     result = copy.deepcopy(as_dict(spec))
     if result.get("parallelism") is None and result.get("completions") is None:
         result["completions"] = 1

@@ -300,8 +300,19 @@ def test_defaults_fill_the_spec_and_the_job_template() -> None:
     assert (spec["concurrencyPolicy"], spec["suspend"]) == ("Allow", False)
     assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (3, 1)
     job_spec = spec["jobTemplate"]["spec"]
-    assert (job_spec["completions"], job_spec["parallelism"], job_spec["backoffLimit"]) == (1, 1, 6)
+    # As upstream's generated defaulters: the pod template is defaulted, the Job spec waits for the Job.
+    assert not {"completions", "parallelism", "backoffLimit", "completionMode"} & set(job_spec)
+    assert job_spec["template"]["spec"]["dnsPolicy"] == "ClusterFirst"
     assert "startingDeadlineSeconds" not in spec and "timeZone" not in spec
+
+
+def test_an_indexed_template_without_completions_is_refused_at_create() -> None:
+    body = {
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {"schedule": "@daily", "jobTemplate": job_template(completionMode="Indexed")},
+    }
+    problems = [(p.field, p.detail) for p in validate_cronjob(default_cronjob(body))]
+    assert ("spec.jobTemplate.spec.completions", "when completion mode is Indexed") in problems
 
 
 @pytest.mark.parametrize(
