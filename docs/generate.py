@@ -110,9 +110,9 @@ def metrics_reference() -> str:
         "| metric | type | labels | meaning |",
         "| --- | --- | --- | --- |",
     ]
-    for name, (kind, labels, help_text) in METRICS.items():
-        rendered = ", ".join(f"`{label}`" for label in labels) or "-"
-        lines.append(f"| `{name}` | {kind} | {rendered} | {help_text} |")
+    for name, family in METRICS.items():
+        rendered = ", ".join(f"`{label}`" for label in family.labels) or "-"
+        lines.append(f"| `{name}` | {family.kind} | {rendered} | {family.help} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,98 +1,117 @@
 """What operators get from a running manager: /healthz, /readyz and /metrics, traces over OTLP, and JSON logs.
 
-Metrics go through opentelemetry-sdk: counters and gauges are observed from the in-process counts of the
-dispatcher and the embedded controllers, histograms are recorded where the time is measured (they get this
-module's :class:`Metrics` meter). /metrics renders what the SDK collected in the Prometheus text format, under the
-names in :data:`METRICS`: upstream's where upstream has one (the embedded Job controller's ``job_controller_*``),
-``multiqueue_`` for the dispatcher's own.
+Metrics go through opentelemetry-sdk. Counters and gauges are observable instruments whose callbacks read the
+in-process counts of the dispatcher and the embedded Job controller; histograms are recorded where the time is
+measured, on this module's meter (:attr:`Metrics.meter`). /metrics is OpenTelemetry's Prometheus exporter
+(``PrometheusMetricReader`` on a registry of our own), under the names of :data:`METRICS`: upstream's where
+upstream has one (the embedded Job controller's ``job_controller_*``), ``multiqueue_`` for the dispatcher's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, Literal
 
 from aiohttp import web
 from opentelemetry import trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    Gauge,
-    Histogram,
-    InMemoryMetricReader,
-    Sum,
-)
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from multiqueue import __version__
 from multiqueue.controllers.job import JobController
 from multiqueue.dispatch.manager import Manager
 
-# name -> (Prometheus type, labels, help). The operations docs render this table; a test checks /metrics against it.
-METRICS: Final[dict[str, tuple[str, tuple[str, ...], str]]] = {
-    "multiqueue_jobs_dispatched_total": (
-        "counter",
-        ("cluster",),
-        "Jobs whose mirror was created on a worker.",
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One metric family on /metrics: its Prometheus type, label names and help text.
+
+    ``counts`` names the in-process counter a counter family is observed from: ``dispatcher.<field>`` (a field of
+    ``Dispatcher.metrics``) or ``job_controller.<field>`` (of ``JobController.metrics``), keyed by the label
+    values in ``labels`` order. Adding such a family is one entry in :data:`METRICS`.
+    """
+
+    kind: Literal["counter", "gauge", "histogram"]
+    labels: tuple[str, ...]
+    help: str
+    counts: str | None = None
+
+
+# Every family /metrics serves. docs/generate.py renders this table; tests check /metrics against the docs.
+METRICS: Final[dict[str, Family]] = {
+    "multiqueue_jobs_dispatched_total": Family(
+        "counter", ("cluster",), "Jobs whose mirror was created on a worker.", "dispatcher.dispatched"
     ),
-    "multiqueue_jobs_redispatched_total": (
+    "multiqueue_jobs_redispatched_total": Family(
         "counter",
         ("from_cluster",),
         "Jobs moved off a worker unreachable for longer than workerLostTimeout.",
+        "dispatcher.redispatched",
     ),
-    "multiqueue_status_sync_rejected_total": (
+    "multiqueue_status_sync_rejected_total": Family(
         "counter",
         ("reason",),
         "Mirror statuses not written back because they break the Job status rules.",
+        "dispatcher.rejected",
     ),
-    "multiqueue_dispatch_latency_seconds": (
-        "histogram",
-        (),
-        "From the manager first seeing a Job to its mirror existing on a worker.",
+    "multiqueue_dispatch_latency_seconds": Family(
+        "histogram", (), "From the manager first seeing a Job to its mirror existing on a worker."
     ),
-    "multiqueue_managed_jobs": (
-        "gauge",
-        ("state",),
-        "Jobs with this manager's managedBy, active or finished.",
+    "multiqueue_managed_jobs": Family(
+        "gauge", ("state",), "Jobs with this manager's managedBy, active or finished."
     ),
-    "multiqueue_waiting_jobs": ("gauge", (), "Jobs that fit on no worker now and wait for capacity."),
-    "multiqueue_cluster_active": (
+    "multiqueue_waiting_jobs": Family("gauge", (), "Jobs that fit on no worker now and wait for capacity."),
+    "multiqueue_cluster_active": Family(
         "gauge",
         ("cluster", "reason"),
         "1 while a worker is reachable and its cache in sync, else 0, with the reason.",
     ),
-    "job_controller_job_syncs_total": (
+    "job_controller_job_syncs_total": Family(
         "counter",
         ("completion_mode", "result", "action"),
         "Syncs of the embedded Job controller.",
+        "job_controller.syncs",
     ),
-    "job_controller_job_sync_duration_seconds": (
+    "job_controller_job_sync_duration_seconds": Family(
         "histogram",
         ("completion_mode", "result", "action"),
         "How long one sync of the embedded Job controller took.",
     ),
-    "job_controller_jobs_finished_total": (
+    "job_controller_jobs_finished_total": Family(
         "counter",
         ("completion_mode", "result", "reason"),
         "Jobs the embedded Job controller finished.",
+        "job_controller.finished",
     ),
-    "job_controller_job_pods_finished_total": (
+    "job_controller_job_pods_finished_total": Family(
         "counter",
         ("completion_mode", "result"),
         "Pods of Jobs that finished, counted by the embedded Job controller.",
+        "job_controller.pods_finished",
     ),
-    "job_controller_jobs_by_external_controller_total": (
+    "job_controller_jobs_by_external_controller_total": Family(
         "counter",
         ("controller_name",),
         "Jobs the embedded Job controller left to another controller (spec.managedBy).",
+        "job_controller.by_external_controller",
     ),
 }
 # Upstream's buckets for the Job sync duration: 4 ms doubling fifteen times.
@@ -100,14 +119,47 @@ BUCKETS: Final = {
     "job_controller_job_sync_duration_seconds": [0.004 * 2**i for i in range(15)],
     "multiqueue_dispatch_latency_seconds": [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0],
 }
+# The text format 0.0.4: every name here is a classic Prometheus name, so any Prometheus version can scrape it.
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+
+_EMPTY: Final[dict[str, Callable[..., Metric]]] = {
+    "counter": CounterMetricFamily,
+    "gauge": GaugeMetricFamily,
+    "histogram": HistogramMetricFamily,
+}
+
+
+class _Documented(Collector):
+    """What the SDK collected, plus an empty family for each registered one with no samples yet, so /metrics
+    always shows every family's TYPE (a scrape right after start looks like any other)."""
+
+    def __init__(self, collected: CollectorRegistry, families: set[str]) -> None:
+        self.collected = collected
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        shown: set[str] = set()
+        for metric in self.collected.collect():
+            # prometheus_client keeps a counter's name without its _total suffix.
+            shown.add(f"{metric.name}_total" if metric.type == "counter" else metric.name)
+            yield metric
+        for name in sorted(self.families - shown):
+            family = METRICS[name]
+            yield _EMPTY[family.kind](name, family.help, labels=family.labels)
 
 
 class Metrics:
-    """One manager process's metrics: an SDK meter provider read on demand by /metrics."""
+    """One manager process's metrics: an SDK meter provider, collected on demand by /metrics."""
 
     def __init__(self) -> None:
-        self.reader = InMemoryMetricReader()
+        collected = CollectorRegistry(auto_describe=False)
+        self.reader = PrometheusMetricReader(
+            disable_target_info=True, scope_info_enabled=False, registry=collected
+        )
         views = [
             View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(bounds))
             for name, bounds in BUCKETS.items()
@@ -116,17 +168,15 @@ class Metrics:
         self.meter: Meter = self.provider.get_meter("multiqueue", __version__)
         # The families /metrics shows, with or without samples yet.
         self.families: set[str] = set()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Documented(collected, self.families))
 
     def observe_manager(self, manager: Manager) -> None:
-        def dispatcher_counts(field: str, label: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-            def observe(_options: CallbackOptions) -> Iterable[Observation]:
-                dispatcher = manager.dispatcher
-                if dispatcher is None:
-                    return []
-                counts: Mapping[str, int] = getattr(dispatcher.metrics, field)
-                return [Observation(n, {label: key}) for key, n in sorted(counts.items())]
+        """The dispatcher's families, read from ``manager.dispatcher`` at each scrape (none before it starts)."""
 
-            return observe
+        def counted(field: str) -> Mapping[Any, int]:
+            dispatcher = manager.dispatcher
+            return getattr(dispatcher.metrics, field) if dispatcher is not None else {}
 
         def managed(_options: CallbackOptions) -> Iterable[Observation]:
             dispatcher = manager.dispatcher
@@ -146,97 +196,54 @@ class Metrics:
             dispatcher = manager.dispatcher
             views = dispatcher.worker_views() if dispatcher is not None else []
             found = [Observation(int(v.active), {"cluster": v.name, "reason": v.reason}) for v in views]
+            # A worker Secret that was refused is a worker that is not active, and why.
             found += [
                 Observation(0, {"cluster": name, "reason": refusal.reason})
                 for name, refusal in sorted(manager.refused_secrets.items())
             ]
             return found
 
-        self._observe("multiqueue_jobs_dispatched_total", dispatcher_counts("dispatched", "cluster"))
-        self._observe("multiqueue_jobs_redispatched_total", dispatcher_counts("redispatched", "from_cluster"))
-        self._observe("multiqueue_status_sync_rejected_total", dispatcher_counts("rejected", "reason"))
+        self._observe_counts("dispatcher", counted)
         self._observe("multiqueue_managed_jobs", managed)
         self._observe("multiqueue_waiting_jobs", waiting)
         self._observe("multiqueue_cluster_active", active)
         self.families.add("multiqueue_dispatch_latency_seconds")  # recorded by the dispatcher
 
     def observe_job_controller(self, controller: JobController) -> None:
-        def counts(field: str, labels: tuple[str, ...]) -> Callable[[CallbackOptions], Iterable[Observation]]:
-            def observe(_options: CallbackOptions) -> Iterable[Observation]:
-                found: Mapping[Any, int] = getattr(controller.metrics, field)
-                return [
-                    Observation(n, dict(zip(labels, key if isinstance(key, tuple) else (key,), strict=True)))
-                    for key, n in sorted(found.items())
-                ]
-
-            return observe
-
-        for name, field in (
-            ("job_controller_job_syncs_total", "syncs"),
-            ("job_controller_jobs_finished_total", "finished"),
-            ("job_controller_job_pods_finished_total", "pods_finished"),
-            ("job_controller_jobs_by_external_controller_total", "by_external_controller"),
-        ):
-            self._observe(name, counts(field, METRICS[name][1]))
+        """Upstream's job_controller families, read from the embedded controller's counts."""
+        self._observe_counts("job_controller", lambda field: getattr(controller.metrics, field))
         self.families.add("job_controller_job_sync_duration_seconds")  # recorded by the controller
 
-    def _observe(self, name: str, callback: Callable[[CallbackOptions], Iterable[Observation]]) -> None:
-        kind, _labels, description = METRICS[name]
+    def _observe_counts(self, source: str, counted: Callable[[str], Mapping[Any, int]]) -> None:
+        """An observable counter for each family of METRICS counted in ``source``'s metrics."""
+        for name, family in METRICS.items():
+            owner, _, field = (family.counts or "").partition(".")
+            if owner == source:
+                self._observe(name, _counter_callback(counted, field, family.labels))
+
+    def _observe(self, name: str, callback: Callback) -> None:
+        family = METRICS[name]
         self.families.add(name)
-        if kind == "counter":
-            self.meter.create_observable_counter(name, callbacks=[callback], description=description)
+        if family.kind == "counter":
+            self.meter.create_observable_counter(name, callbacks=[callback], description=family.help)
         else:
-            self.meter.create_observable_gauge(name, callbacks=[callback], description=description)
+            self.meter.create_observable_gauge(name, callbacks=[callback], description=family.help)
 
     def render(self) -> str:
-        """Everything collected, in the Prometheus text format (0.0.4)."""
-        data = self.reader.get_metrics_data()
-        families: dict[str, list[str]] = {}
-        for resource_metrics in data.resource_metrics if data is not None else []:
-            for scope in resource_metrics.scope_metrics:
-                for metric in scope.metrics:
-                    families.setdefault(metric.name, []).extend(_samples(metric.name, metric.data))
-        lines: list[str] = []
-        for name in sorted(self.families | set(families)):
-            kind, _labels, description = METRICS.get(name, ("untyped", (), name))
-            lines += [f"# HELP {name} {description}", f"# TYPE {name} {kind}", *families.get(name, [])]
-        return "\n".join(lines) + "\n"
+        """Everything collected, in the Prometheus text format."""
+        return generate_latest(self.registry).decode()
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _counter_callback(
+    counted: Callable[[str], Mapping[Any, int]], field: str, labels: tuple[str, ...]
+) -> Callback:
+    def observe(_options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(n, dict(zip(labels, key if isinstance(key, tuple) else (key,), strict=True)))
+            for key, n in sorted(counted(field).items())
+        ]
 
-
-def _labels(attributes: Mapping[str, Any] | None, extra: Mapping[str, str] | None = None) -> str:
-    merged = {**{k: str(v) for k, v in (attributes or {}).items()}, **(extra or {})}
-    if not merged:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(merged.items())) + "}"
-
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(int(value))
-
-
-def _samples(name: str, data: Any) -> list[str]:
-    lines: list[str] = []
-    if isinstance(data, Histogram):
-        for histogram in data.data_points:
-            running = 0
-            bounds = [*histogram.explicit_bounds, math.inf]
-            for bound, count in zip(bounds, histogram.bucket_counts, strict=True):
-                running += count
-                lines.append(
-                    f"{name}_bucket{_labels(histogram.attributes, {'le': _number(bound)})} {running}"
-                )
-            lines.append(f"{name}_sum{_labels(histogram.attributes)} {_number(histogram.sum)}")
-            lines.append(f"{name}_count{_labels(histogram.attributes)} {histogram.count}")
-    elif isinstance(data, Sum | Gauge):
-        for point in data.data_points:
-            lines.append(f"{name}{_labels(point.attributes)} {_number(point.value)}")
-    return lines
+    return observe
 
 
 def tracer_provider(environ: Mapping[str, str] = os.environ) -> TracerProvider | None:
@@ -301,7 +308,7 @@ def app(ready: Callable[[], bool], metrics: Callable[[], str]) -> web.Applicatio
         return web.Response(text="ok" if ready() else "not ready", status=200 if ready() else 503)
 
     async def metrics_handler(_request: web.Request) -> web.Response:
-        return web.Response(text=metrics(), content_type="text/plain", charset="utf-8")
+        return web.Response(body=metrics().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     application = web.Application()
     application.router.add_get("/healthz", healthz)

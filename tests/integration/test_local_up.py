@@ -118,7 +118,7 @@ async def test_the_managers_metrics_show_every_documented_family(tmp_path: Path)
             assert response.content_type == "text/plain"
             text = await response.text()
     lines = text.splitlines()
-    for name, (kind, _labels, _help) in METRICS.items():
-        assert f"# TYPE {name} {kind}" in lines, name
+    for name, family in METRICS.items():
+        assert f"# TYPE {name} {family.kind}" in lines, name
     assert any(line.startswith('multiqueue_cluster_active{cluster="worker-1",reason="') for line in lines)
-    assert 'multiqueue_managed_jobs{state="active"} 0' in lines
+    assert 'multiqueue_managed_jobs{state="active"} 0.0' in lines

@@ -20,14 +20,27 @@ def _generator() -> ModuleType:
     return module
 
 
+def documented_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The metrics table of docs/reference/metrics.md: name -> (type, label names)."""
+    table: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for line in (DOCS / "reference" / "metrics.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            labels = tuple(label.strip(" `") for label in cells[2].split(",") if label.strip(" `-"))
+            table[cells[0].strip("`")] = (cells[1], labels)
+    return table
+
+
 def test_the_committed_reference_pages_match_the_code() -> None:
     assert _generator().main(["--check"]) == 0, "run python docs/generate.py"
 
 
-def test_every_metric_and_config_key_is_documented() -> None:
-    metrics_page = (DOCS / "reference" / "metrics.md").read_text()
-    for name in METRICS:
-        assert f"| `{name}` |" in metrics_page
+def test_the_metrics_table_and_the_exported_families_are_the_same() -> None:
+    exported = {name: (family.kind, family.labels) for name, family in METRICS.items()}
+    assert documented_metrics() == exported
+
+
+def test_every_config_key_is_documented() -> None:
     config_page = (DOCS / "reference" / "config.md").read_text()
     for name, field in ManagerConfig.model_fields.items():
         assert f"| `{field.alias or name}` |" in config_page
