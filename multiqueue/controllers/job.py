@@ -204,6 +204,7 @@ class JobController:
             except NotFound:
                 return
             self._count_finished(job, actions.status)
+            self._count_pods_finished(job, actions.status)
         await self._remove_finalizers(actions.remove_finalizers)
         if actions.delete:
             await self._delete_pods(key, job, actions.delete)
@@ -223,6 +224,15 @@ class JobController:
         reason = next((str(c.get("reason", "")) for c in conditions if c.get("type") == finished[0]), "")
         result = "succeeded" if finished[0] == jobs.COMPLETE else "failed"
         self.metrics.finished[(jobs.completion_mode(job), result, reason)] += 1
+
+    def _count_pods_finished(self, job: Obj, status: Obj) -> None:
+        """Pods this status write moved into the Job's succeeded or failed counts (upstream's
+        job_pods_finished_total)."""
+        before = job.get("status") or {}
+        for result in ("succeeded", "failed"):
+            added = int(status.get(result) or 0) - int(before.get(result) or 0)
+            if added > 0:
+                self.metrics.pods_finished[(jobs.completion_mode(job), result)] += added
 
     async def _remove_finalizers(self, pods: list[Obj]) -> None:
         patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobs.TRACKING_FINALIZER]}}

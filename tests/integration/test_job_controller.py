@@ -88,6 +88,10 @@ async def test_pods_driven_through_the_api_complete_the_job(harness: Harness) ->
     )
     events, _ = await client.list(EVENTS, "default", field_selector="involvedObject.name=driven")
     assert {"SuccessfulCreate", "Completed"} <= {e["reason"] for e in events}
+    # What job_controller_job_pods_finished_total and job_controller_jobs_finished_total report: a finalizer
+    # comes off only after the status write that counted its pod.
+    assert controller.metrics.pods_finished == {("NonIndexed", "succeeded"): 3}
+    assert [key[:2] for key in controller.metrics.finished] == [("NonIndexed", "succeeded")]
 
 
 async def test_failed_pod_is_replaced_until_the_backoff_limit(harness: Harness) -> None:
