@@ -82,7 +82,8 @@ METRICS: Final[dict[str, Family]] = {
     "multiqueue_cluster_active": Family(
         "gauge",
         ("cluster", "reason"),
-        "1 while a worker is reachable and its cache in sync, else 0, with the reason.",
+        "1 while a worker is reachable and its cache in sync, else 0, with the reason; a refused worker Secret "
+        "shows as 0 with the refusal's reason.",
     ),
     "job_controller_job_syncs_total": Family(
         "counter",
