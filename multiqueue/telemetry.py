@@ -191,7 +191,7 @@ class Metrics:
 
         def waiting(_options: CallbackOptions) -> Iterable[Observation]:
             dispatcher = manager.dispatcher
-            return [Observation(len(dispatcher.waiting_order()) if dispatcher is not None else 0)]
+            return [Observation(dispatcher.waiting_count if dispatcher is not None else 0)]
 
         def active(_options: CallbackOptions) -> Iterable[Observation]:
             dispatcher = manager.dispatcher

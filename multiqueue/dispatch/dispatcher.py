@@ -383,6 +383,10 @@ class Dispatcher:
         value = found.get("value") if found is not None else None
         return value if isinstance(value, int) else 0
 
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
     def waiting_order(self) -> list[str]:
         """Waiting Jobs as capacity goes to them: higher priority first, then older first."""
 

@@ -112,10 +112,7 @@ def _decide(
         if not any(w.name == placed and w.active for w in workers):
             actions.waiting = f"worker {placed} is not active"
             return actions
-        body = adapter.build_mirror(user, origin)
-        if adapter.is_suspended(user):
-            body = with_suspend(body, adapter, True)
-        actions.create_mirror = (placed, body)
+        actions.create_mirror = (placed, _fresh_mirror(adapter, user, origin))
         return actions
     if adapter.is_suspended(mirror) != adapter.is_suspended(user):
         actions.suspend_mirror = (placed, adapter.is_suspended(user))
@@ -152,10 +149,7 @@ def _redispatch(
     rerun = adapter.rerun_status(user)
     if rerun != (user.get("status") or {}):
         actions.status = rerun
-    body = adapter.build_mirror(user, origin)
-    if adapter.is_suspended(user):
-        body = with_suspend(body, adapter, True)
-    actions.create_mirror = (placement.worker, body)
+    actions.create_mirror = (placement.worker, _fresh_mirror(adapter, user, origin))
     actions.events.append(
         Event(
             "Warning",
@@ -165,6 +159,12 @@ def _redispatch(
         )
     )
     return actions
+
+
+def _fresh_mirror(adapter: GenericJob, user: Obj, origin: str) -> Obj:
+    """A mirror for a Job already placed: suspended when the user's Job is."""
+    body = adapter.build_mirror(user, origin)
+    return with_suspend(body, adapter, True) if adapter.is_suspended(user) else body
 
 
 def with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:

@@ -51,12 +51,7 @@ class LocalClusters:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         try:
             for cluster in self.config.clusters:
-                server = ApiServer(await asyncio.to_thread(self._server_config, cluster))
-                await server.start()
-                self.servers[cluster.name] = server
-                await asyncio.to_thread(
-                    _write_private, self._cluster_dir(cluster.name) / "port", str(server.port)
-                )
+                await self._serve(cluster)
             await self._wait_ready()
         except BaseException:
             await self.stop()
@@ -92,11 +87,15 @@ class LocalClusters:
 
     async def start_server(self, name: str) -> None:
         """Serve a stopped cluster again, with the same objects on the same address."""
-        cluster = next(c for c in self.config.clusters if c.name == name)
+        await self._serve(next(c for c in self.config.clusters if c.name == name))
+        await self._wait_ready()
+
+    async def _serve(self, cluster: LocalCluster) -> None:
+        """Start one cluster's API server on its recorded address (a free one the first time) and record it."""
         server = ApiServer(await asyncio.to_thread(self._server_config, cluster))
         await server.start()
-        self.servers[name] = server
-        await self._wait_ready()
+        self.servers[cluster.name] = server
+        await asyncio.to_thread(_write_private, self._cluster_dir(cluster.name) / "port", str(server.port))
 
     def manager_config(self) -> ManagerConfig:
         """The manager's config for these clusters: every context in the one kubeconfig."""

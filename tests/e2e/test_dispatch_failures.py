@@ -48,15 +48,17 @@ async def restart_manager(clusters: Clusters, **changes: Any) -> Manager:
     return clusters.local.manager
 
 
-async def wait_for_event(client: KubeClient, name: str, reason: str, within: float = 30) -> Obj:
+async def wait_for_event(
+    client: KubeClient, name: str, reason: str, namespace: str = "default", within: float = 30
+) -> Obj:
     """The first Event about ``name`` with ``reason``, waiting for it on a watch."""
     selector = f"involvedObject.name={name},reason={reason}"
     async with asyncio.timeout(within):
         while True:
-            events, rv = await client.list(EVENTS, "default", field_selector=selector)
+            events, rv = await client.list(EVENTS, namespace, field_selector=selector)
             if events:
                 return events[0]
-            async for event in client.watch(EVENTS, "default", resource_version=rv, field_selector=selector):
+            async for event in client.watch(EVENTS, namespace, resource_version=rv, field_selector=selector):
                 return dict(event["object"])
 
 
@@ -229,7 +231,7 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
         },
     )
     await management.create(SECRETS, refused, "multiqueue-system")
-    event = await wait_for_event_in(management, "multiqueue-system", "bad-worker", "BadKubeConfig")
+    event = await wait_for_event(management, "bad-worker", "BadKubeConfig", "multiqueue-system")
     assert "runs the credential plugin exec" in event["message"]
 
     secret = worker_secret(
@@ -257,19 +259,6 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
     assert late["message"] == "no worker"
     with pytest.raises(NotFound):
         await clusters.client("worker-2").get(JOBS, "late", "default")
-
-
-async def wait_for_event_in(
-    client: KubeClient, namespace: str, name: str, reason: str, within: float = 30
-) -> Obj:
-    selector = f"involvedObject.name={name},reason={reason}"
-    async with asyncio.timeout(within):
-        while True:
-            events, rv = await client.list(EVENTS, namespace, field_selector=selector)
-            if events:
-                return events[0]
-            async for event in client.watch(EVENTS, namespace, resource_version=rv, field_selector=selector):
-                return dict(event["object"])
 
 
 async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clusters) -> None:
