@@ -50,8 +50,7 @@ from multiqueue.api.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Obj
 
 SCHEDULED_TIMESTAMP_ANNOTATION: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 """The annotation on each Job with its scheduled time, RFC 3339 in the CronJob's time zone."""

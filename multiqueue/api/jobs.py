@@ -53,8 +53,7 @@ from multiqueue.api.meta import (
     validate_object_meta_update,
 )
 from multiqueue.api.selectors import SelectorError, label_selector_from_dict
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Obj
 
 # Condition types.
 COMPLETE: Final = "Complete"

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from multiqueue.api.errors import ErrorType, FieldError, forbidden, immutable, invalid, required
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Obj
 
 DNS1123_LABEL_MAX: Final = 63
 DNS1123_SUBDOMAIN_MAX: Final = 253

@@ -23,7 +23,8 @@ import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
-from multiqueue.api.meta import Obj, as_dict
+from multiqueue.api.meta import as_dict
+from multiqueue.api.types import Obj
 
 # Marks a list of primitives merged as a set (upstream's patchStrategy "merge" without a merge key).
 PRIMITIVE_SET: Final = ""

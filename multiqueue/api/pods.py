@@ -26,8 +26,7 @@ from multiqueue.api.meta import (
     validate_labels,
 )
 from multiqueue.api.meta import is_deleting as is_deleting
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Obj
 
 PENDING: Final = "Pending"
 RUNNING: Final = "Running"

@@ -15,7 +15,8 @@ from enum import Enum, StrEnum
 from typing import Any, Final
 
 from multiqueue.api.errors import FieldError, invalid
-from multiqueue.api.meta import Obj, as_dict, as_list, label_value_errors, qualified_name_errors
+from multiqueue.api.meta import as_dict, as_list, label_value_errors, qualified_name_errors
+from multiqueue.api.types import Obj
 
 
 class SelectorError(ValueError):

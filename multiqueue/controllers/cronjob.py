@@ -13,12 +13,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, is_controlled_by, key_of, metadata, namespace_of
+from multiqueue.api.types import CRONJOBS, JOBS, Obj
 from multiqueue.controllers.cronjob_sync import Actions, decide
-from multiqueue.kube.client import CRONJOBS, JOBS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
@@ -26,7 +27,6 @@ from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 COMPONENT: Final = "cronjob-controller"
 CRONJOB_UID_INDEX: Final = "cronjob-uid"
 

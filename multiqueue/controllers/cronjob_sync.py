@@ -10,13 +10,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from multiqueue.api import cronjobs, jobs
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata, owner_reference, parse_time, uid_of
-from multiqueue.kube.events import Event
+from multiqueue.api.types import Event, Obj
 
-Obj = dict[str, Any]
 NEXT_SCHEDULE_DELTA: Final = timedelta(milliseconds=100)
 
 

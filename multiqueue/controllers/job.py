@@ -16,15 +16,16 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from opentelemetry import metrics
 from opentelemetry.metrics import Meter
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
+from multiqueue.api.types import JOBS, PODS, Obj
 from multiqueue.controllers.job_sync import Actions, decide
-from multiqueue.kube.client import JOBS, PODS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
@@ -32,7 +33,6 @@ from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 COMPONENT: Final = "job-controller"
 JOB_UID_INDEX: Final = "job-uid"
 EXPECTATIONS_TIMEOUT: Final = 300.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from multiqueue.api import indexes, jobs, pods
 from multiqueue.api.meta import (
@@ -30,9 +30,7 @@ from multiqueue.api.meta import (
     set_condition,
     uid_of,
 )
-from multiqueue.kube.events import Event
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Event, Obj
 
 MAX_POD_CHANGES_PER_SYNC: Final = 500
 MAX_UNCOUNTED_PER_SYNC: Final = 500

@@ -21,18 +21,18 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import Meter
 
 from multiqueue.api.meta import as_list, key_of, metadata, namespace_of
+from multiqueue.api.types import NAMESPACES, Obj
 from multiqueue.dispatch.generic import (
     CLUSTER_LABEL,
     MIRROR_FINALIZER,
     ORIGIN_LABEL,
     ORIGIN_UID_ANNOTATION,
     GenericJob,
-    Obj,
     demand,
 )
 from multiqueue.dispatch.lifecycle import Actions, decide, with_suspend
 from multiqueue.dispatch.placement import WorkerView
-from multiqueue.kube.client import NAMESPACES, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import (
     AlreadyExists,
     Conflict,

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import annotations_of, as_dict, as_list, condition_is_true, labels_of, metadata
 from multiqueue.api.quantities import parse_quantity
-from multiqueue.kube.client import JOBS, Resource
-
-Obj = dict[str, Any]
+from multiqueue.api.types import JOBS, Obj, Resource
 
 ORIGIN_LABEL: Final = "multiqueue.dev/origin"
 ORIGIN_UID_ANNOTATION: Final = "multiqueue.dev/origin-uid"

@@ -11,10 +11,11 @@ from typing import Any
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
+from multiqueue.api.types import JOBS, PODS, SECRETS, Obj
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
-from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, Obj
+from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL
 from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
-from multiqueue.kube.client import JOBS, PODS, SECRETS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
 

@@ -10,10 +10,9 @@ import copy
 from typing import Any
 
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
+from multiqueue.api.types import Obj, Resource
 from multiqueue.dispatch.generic import PodSet, StatusRefused, strip_for_mirror
-from multiqueue.kube.client import Resource
 
-Obj = dict[str, Any]
 TERMINAL = ("Completed", "Failed")
 
 

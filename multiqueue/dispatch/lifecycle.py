@@ -12,17 +12,16 @@ import dataclasses
 from collections.abc import Sequence
 
 from multiqueue.api.meta import as_list, labels_of, metadata, uid_of
+from multiqueue.api.types import Event, Obj
 from multiqueue.dispatch.generic import (
     CLUSTER_LABEL,
     MIRROR_FINALIZER,
     GenericJob,
-    Obj,
     StatusRefused,
     demand,
     mirror_identity,
 )
 from multiqueue.dispatch.placement import WorkerView, place
-from multiqueue.kube.events import Event
 
 
 @dataclasses.dataclass

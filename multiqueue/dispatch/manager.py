@@ -17,12 +17,13 @@ from typing import Any, Final
 from opentelemetry.metrics import Meter
 
 from multiqueue.api.meta import metadata
+from multiqueue.api.types import PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
 from multiqueue.dispatch.generic import CLUSTER_LABEL
 from multiqueue.dispatch.kinds import ADAPTERS
 from multiqueue.dispatch.workersecrets import SecretWorker, WorkerSecretError, settings_of, worker_from_secret
-from multiqueue.kube.client import PRIORITY_CLASSES, SECRETS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory

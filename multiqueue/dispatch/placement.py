@@ -8,7 +8,8 @@ from typing import Final
 
 from multiqueue.api.meta import annotations_of, labels_of
 from multiqueue.api.selectors import SelectorError, parse_label_selector
-from multiqueue.dispatch.generic import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, Obj
+from multiqueue.api.types import Obj
+from multiqueue.dispatch.generic import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION
 
 LEAST_LOADED: Final = "LeastLoaded"
 ROUND_ROBIN: Final = "RoundRobin"

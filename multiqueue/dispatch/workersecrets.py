@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from multiqueue.api.meta import annotations_of, as_dict, dns1123_label_errors, labels_of
 from multiqueue.api.quantities import parse_quantity
+from multiqueue.api.types import Obj
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.dispatcher import WorkerSettings
 from multiqueue.dispatch.generic import CLUSTER_LABEL
@@ -27,7 +28,6 @@ from multiqueue.kube.config import unsafe_kubeconfig_reason
 KUBECONFIG_KEY: Final = "kubeconfig"
 LABELS_ANNOTATION: Final = "multiqueue.dev/labels"
 CAPACITY_ANNOTATION: Final = "multiqueue.dev/capacity"
-Obj = dict[str, Any]
 
 
 class WorkerSecretError(Exception):

@@ -27,61 +27,15 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
-
-Obj = dict[str, Any]
 
 MERGE: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 STRATEGIC: Final = "application/strategic-merge-patch+json"
 PATCH_TYPES: Final = {"merge": MERGE, "json": JSON_PATCH, "strategic": STRATEGIC}
 RETRIABLE_CODES: Final = frozenset({429, 500, 502, 503, 504})
-
-
-@dataclasses.dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the API: enough to build every URL for it."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
-
-
-JOBS: Final = Resource("batch", "v1", "jobs", "Job")
-CRONJOBS: Final = Resource("batch", "v1", "cronjobs", "CronJob")
-PODS: Final = Resource("", "v1", "pods", "Pod")
-EVENTS: Final = Resource("", "v1", "events", "Event")
-NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-NODES: Final = Resource("", "v1", "nodes", "Node", namespaced=False)
-SECRETS: Final = Resource("", "v1", "secrets", "Secret")
-CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
-LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-PRIORITY_CLASSES: Final = Resource(
-    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
-)
-CRDS: Final = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
-)
 
 
 @dataclasses.dataclass

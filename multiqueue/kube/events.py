@@ -10,38 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from multiqueue.api.meta import format_time, metadata
-from multiqueue.kube.client import EVENTS, KubeClient
+from multiqueue.api.types import EVENTS, NORMAL, WARNING, Obj
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
 AGGREGATION_WINDOW: Final = 600.0
 # client-go's spam filter: per object, a burst of 25 events, then one more every five minutes.
 SPAM_BURST: Final = 25
 SPAM_REFILL_SECONDS: Final = 300.0
 CACHE_SIZE: Final = 4096
 QUEUE_LIMIT: Final = 10_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """An event a decide step wants recorded; the executor hands it to an :class:`EventRecorder`."""
-
-    type: str
-    reason: str
-    message: str
 
 
 class EventRecorder:

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from multiqueue.api.meta import key_of, labels_of, metadata, namespace_of
-from multiqueue.kube.client import KubeClient, Resource
+from multiqueue.api.types import Obj, Resource
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
 AddHandler = Callable[[Obj], None]
 UpdateHandler = Callable[[Obj, Obj], None]

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from multiqueue.kube.client import LEASES, KubeClient
+from multiqueue.api.types import LEASES
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 log = logging.getLogger(__name__)

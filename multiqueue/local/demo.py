@@ -12,16 +12,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of
+from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch.generic import CLUSTER_LABEL
-from multiqueue.kube.client import JOBS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
 
-Obj = dict[str, Any]
 DEMO_JOB: Obj = {
     "apiVersion": "batch/v1",
     "kind": "Job",

@@ -30,14 +30,14 @@ from typing import Any, Final
 
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
-from multiqueue.kube.client import NODES, PODS, KubeClient
+from multiqueue.api.types import NODES, PODS, Obj
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.kube.workqueue import WorkQueue, run_workers
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 MODES: Final = ("process", "simulate", "none")
 SIMULATE_DURATION: Final = "multiqueue.dev/simulate-duration"
 SIMULATE_EXIT_CODE: Final = "multiqueue.dev/simulate-exit-code"

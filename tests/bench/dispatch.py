@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from multiqueue.api import jobs
-from multiqueue.kube.client import JOBS, KubeClient
+from multiqueue.api.types import JOBS
+from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
 from tests.bench.common import record, summary_ms

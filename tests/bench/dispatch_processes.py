@@ -22,7 +22,8 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from multiqueue.kube.client import JOBS, KubeClient
+from multiqueue.api.types import JOBS
+from multiqueue.kube.client import KubeClient
 from tests.bench.common import record, summary_ms
 from tests.bench.dispatch import JOBS_TOTAL, _completions, _job, _watch_some
 

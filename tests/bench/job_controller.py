@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from multiqueue.kube.client import JOBS
+from multiqueue.api.types import JOBS
 from multiqueue.local.config import LocalCluster, LocalConfig
 from multiqueue.local.up import LocalClusters
 from tests.bench.common import record

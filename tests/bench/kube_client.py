@@ -11,7 +11,8 @@ import time
 import tracemalloc
 from typing import Any
 
-from multiqueue.kube.client import JOBS, ClientOptions, KubeClient
+from multiqueue.api.types import JOBS
+from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.informer import Informer
 from tests.bench.common import ServerProcess, record

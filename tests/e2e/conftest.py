@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.kube.client import CRONJOBS, JOBS, KubeClient, Resource
+from multiqueue.api.types import CRONJOBS, JOBS, Resource
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multiqueue.kube.client import CRONJOBS, JOBS
+from multiqueue.api.types import CRONJOBS, JOBS
 from tests.e2e.conftest import Clusters
 
 pytestmark = pytest.mark.e2e

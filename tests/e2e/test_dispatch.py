@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from multiqueue.api.types import JOBS, PODS
 from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.dispatch.manager import Manager
-from multiqueue.kube.client import JOBS, PODS
 from multiqueue.kube.errors import NotFound
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
 
@@ -238,7 +238,7 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
 
 
 async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_clusters: Clusters) -> None:
-    from multiqueue.kube.client import CRONJOBS
+    from multiqueue.api.types import CRONJOBS
 
     clusters = dispatching_clusters
     body = {
@@ -279,7 +279,7 @@ async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_cluster
 
 
 async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clusters: Clusters) -> None:
-    from multiqueue.kube.client import NAMESPACES
+    from multiqueue.api.types import NAMESPACES
 
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
@@ -349,7 +349,7 @@ async def test_recreated_job_gets_a_fresh_mirror(dispatching_clusters: Clusters,
 async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clusters: Clusters) -> None:
     import time
 
-    from multiqueue.kube.client import NAMESPACES
+    from multiqueue.api.types import NAMESPACES
 
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
@@ -406,7 +406,7 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
 async def test_a_job_that_fits_nowhere_waits_for_capacity(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
-    from multiqueue.kube.client import EVENTS
+    from multiqueue.api.types import EVENTS
 
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
+from multiqueue.api.types import CRDS
 from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL
 from multiqueue.dispatch.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.manager import Manager
-from multiqueue.kube.client import CRDS
 from tests.e2e.conftest import Clusters, has_condition
 
 pytestmark = pytest.mark.e2e

@@ -15,20 +15,12 @@ import pytest
 import yaml
 
 from multiqueue.api.meta import format_time
+from multiqueue.api.types import EVENTS, JOBS, LEASES, NAMESPACES, PODS, PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import LeaderElectionConfig
 from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.dispatch.manager import Manager
-from multiqueue.kube.client import (
-    EVENTS,
-    JOBS,
-    LEASES,
-    NAMESPACES,
-    PODS,
-    PRIORITY_CLASSES,
-    SECRETS,
-    KubeClient,
-)
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.kube.informer import Handlers
 from tests.e2e.conftest import Clusters, has_condition, job_body

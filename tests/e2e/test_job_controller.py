@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from multiqueue.kube.client import JOBS, PODS
+from multiqueue.api.types import JOBS, PODS
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
 
 pytestmark = pytest.mark.e2e

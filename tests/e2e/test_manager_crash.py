@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
+from multiqueue.api.types import JOBS
 from multiqueue.dispatch.generic import MIRROR_FINALIZER, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
-from multiqueue.kube.client import JOBS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from multiqueue.kube.client import CONFIGMAPS, EVENTS
+from multiqueue.api.types import CONFIGMAPS, EVENTS
 from multiqueue.kube.events import EventRecorder
 from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for

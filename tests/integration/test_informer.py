@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from multiqueue.api.meta import key_of
-from multiqueue.kube.client import CONFIGMAPS, KubeClient
+from multiqueue.api.types import CONFIGMAPS
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from multiqueue.api.types import EVENTS, JOBS, PODS
 from multiqueue.controllers.job import JobController
-from multiqueue.kube.client import EVENTS, JOBS, PODS, KubeClient
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from multiqueue.local.apiserver.server import ApiServer

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from multiqueue.kube.client import CONFIGMAPS, JOBS, ClientOptions, KubeClient
+from multiqueue.api.types import CONFIGMAPS, JOBS
+from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import AlreadyExists, Conflict, Invalid, NotFound, ServerError, Unauthorized
 from multiqueue.local.apiserver.server import ApiServer

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 
-from multiqueue.kube.client import LEASES
+from multiqueue.api.types import LEASES
 from multiqueue.kube.leaderelection import LeaderElector, LeaseTimings
 from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for

@@ -11,11 +11,10 @@ from __future__ import annotations
 import platform
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
-
-Obj = dict[str, Any]
 
 KUBERNETES_VERSION: Final = ("1", "33")
 # The oldest minor this server's behaviour is compatible with, reported next to the emulated one since 1.33.

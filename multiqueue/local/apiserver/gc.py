@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import copy
 import logging
-from typing import Any
 
 from multiqueue.api.meta import as_dict, as_list, metadata
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import FOREGROUND_FINALIZER, ORPHAN_FINALIZER, ApiError, Rest
@@ -23,7 +23,6 @@ from multiqueue.local.apiserver.strategies import BACKGROUND, FOREGROUND
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # ("owner-gone", uid) | ("owner", uid) | ("namespace", name)
 WorkItem = tuple[str, str]
 

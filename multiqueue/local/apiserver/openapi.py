@@ -32,9 +32,8 @@ from typing import Any, Final
 import kubernetes.client.models as models
 
 from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
-
-Obj = dict[str, Any]
 
 _REF: Final = "#/components/schemas/"
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"

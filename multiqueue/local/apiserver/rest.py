@@ -19,12 +19,11 @@ from typing import Any, Final
 
 from multiqueue.api import errors, patches, selectors
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.store import Store
 from multiqueue.local.apiserver.strategies import BACKGROUND, FOREGROUND, ORPHAN, Strategy
-
-Obj = dict[str, Any]
 
 ORPHAN_FINALIZER: Final = "orphan"
 FOREGROUND_FINALIZER: Final = "foregroundDeletion"

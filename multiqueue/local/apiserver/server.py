@@ -23,6 +23,7 @@ from aiohttp import web
 
 from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, metadata
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import discovery, openapi, tables
 from multiqueue.local.apiserver.crds import CrdController
 from multiqueue.local.apiserver.gc import GarbageCollector
@@ -34,7 +35,6 @@ from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 MAX_BODY: Final = 3 * 1024 * 1024
 UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")

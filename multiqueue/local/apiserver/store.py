@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from multiqueue.api.meta import as_dict, as_list, metadata
+from multiqueue.api.types import Obj
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 ObjectKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 DEFAULT_WINDOW: Final = 20_000

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from multiqueue.api import cronjobs, jobs, pods
 from multiqueue.api.errors import FieldError, forbidden, invalid, required
 from multiqueue.api.meta import as_dict, as_list, metadata, validate_object_meta, validate_object_meta_update
-
-Obj = dict[str, Any]
+from multiqueue.api.types import Obj
 
 BACKGROUND: Final = "Background"
 FOREGROUND: Final = "Foreground"

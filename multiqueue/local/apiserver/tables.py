@@ -23,9 +23,9 @@ import kubernetes.client.models as models
 
 from multiqueue.api.meta import as_dict, as_list, find_condition, metadata, parse_time
 from multiqueue.api.selectors import SelectorError, label_selector_from_dict
+from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
 
-Obj = dict[str, Any]
 Cells = Callable[[Obj, datetime], list[Any]]
 
 INCLUDE_NONE: Final = "None"
