@@ -21,7 +21,7 @@ from multiqueue import __version__
 from multiqueue.api import manifests
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config
-from multiqueue.dispatch.generic import CLUSTER_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
 from multiqueue.local.config import LocalConfig, load_local_config

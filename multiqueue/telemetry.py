@@ -183,15 +183,11 @@ class Metrics:
             dispatcher = manager.dispatcher
             if dispatcher is None:
                 return []
-            states = {"active": 0, "finished": 0}
-            for job in dispatcher.users.objects():
-                if dispatcher.adapter.managed_by(job) == dispatcher.managed_by:
-                    states["finished" if dispatcher.adapter.is_finished(job) else "active"] += 1
-            return [Observation(n, {"state": s}) for s, n in states.items()]
+            return [Observation(n, {"state": s}) for s, n in dispatcher.managed().items()]
 
         def waiting(_options: CallbackOptions) -> Iterable[Observation]:
             dispatcher = manager.dispatcher
-            return [Observation(dispatcher.waiting_count if dispatcher is not None else 0)]
+            return [Observation(dispatcher.ledger.waiting_count if dispatcher is not None else 0)]
 
         def active(_options: CallbackOptions) -> Iterable[Observation]:
             dispatcher = manager.dispatcher
@@ -324,7 +320,7 @@ async def serve(manager: Manager, metrics: Metrics, address: str) -> tuple[web.A
     host, _, port = address.rpartition(":")
     runner = web.AppRunner(
         app(
-            lambda: manager.dispatcher is not None and manager.dispatcher.users.has_synced,
+            lambda: manager.dispatcher is not None and manager.dispatcher.synced,
             metrics.render,
         ),
         access_log=None,

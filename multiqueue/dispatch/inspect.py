@@ -13,7 +13,7 @@ from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
 from multiqueue.api.types import JOBS, PODS, SECRETS, Obj
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
-from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
 from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials

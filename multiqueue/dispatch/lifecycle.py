@@ -1,8 +1,10 @@
-"""The decide step of the dispatcher: from a user's Job, its mirrors and the workers to the actions to take.
+"""The decide step of the dispatcher: from what is observed of one Job to the actions to take, and when to look
+again.
 
-All state lives in the clusters: the finalizer ``multiqueue.dev/mirror`` and the label ``multiqueue.dev/cluster``
-on the user's Job say it was placed and where; the mirror carries its origin and the user Job's UID. So a
-restarted manager decides exactly as the one before it would have, and never makes a second mirror.
+All state lives in the clusters: this manager's finalizer and the ``multiqueue.dev/cluster`` label on the user's
+Job say it was placed and where; the mirror carries its origin and the user Job's UID, and, until it has been
+given the user's progress, the progress it must start from. So a restarted manager decides exactly as the one
+before it would have, never makes a second mirror, and never lets a mirror run without its progress.
 """
 
 from __future__ import annotations
@@ -10,148 +12,253 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Sequence
+from typing import Final
 
-from multiqueue.api.meta import as_list, labels_of, metadata, uid_of
-from multiqueue.api.types import Event, Obj
-from multiqueue.dispatch.generic import (
+from multiqueue.api.meta import as_dict, labels_of, metadata
+from multiqueue.api.types import NORMAL, WARNING, Event, Obj
+from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand
+from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
-    MIRROR_FINALIZER,
-    GenericJob,
-    StatusRefused,
-    demand,
-    mirror_identity,
+    Identity,
+    holds_progress,
+    pending_progress,
+    with_progress,
 )
-from multiqueue.dispatch.placement import WorkerView, place
+from multiqueue.dispatch.placement import Placement, WaitReason, WorkerView, place
+
+# A worker whose request slots are all held by slow requests: act on it this much later.
+WORKER_BUSY_RETRY: Final = 1.0
+# Another write got there first, or the cache is behind what the server said: look again soon.
+RETRY_SOON: Final = 0.05
+# A mirror the worker refused is tried there again after this, doubling, up to REJECTED_RETRY_MAX.
+REJECTED_RETRY: Final = 10.0
+REJECTED_RETRY_MAX: Final = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """A worker's answer to creating this Job's mirror there: refused, or a Job of that name already there."""
+
+    worker: str
+    reason: str  # the API Status reason (Invalid, Forbidden, AlreadyExists, ...)
+    message: str
+    at: float
+    attempts: int = 1
+    # For AlreadyExists: the origin label of the Job that is there ("" when it carries none).
+    existing_origin: str | None = None
+
+    def retry_at(self) -> float:
+        backoff: float = min(REJECTED_RETRY_MAX, REJECTED_RETRY * 2.0 ** (self.attempts - 1))
+        return self.at + backoff
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What one sync sees of a Job: the user's object (None once it is gone), our mirrors of its name by worker,
+    the workers, the worker's answers to earlier mirror creates, and the clock."""
+
+    user: Obj | None
+    mirrors: dict[str, Obj]
+    workers: Sequence[WorkerView]
+    rejections: dict[str, Rejection]
+    now: float
+    turn: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    reason: WaitReason
+    message: str
+    candidates: frozenset[str] = frozenset()  # workers it waits for capacity on
 
 
 @dataclasses.dataclass
 class Actions:
-    place_on: str | None = None  # add our finalizer and the cluster label (first step of a dispatch)
+    hold: tuple[str, dict[str, float]] | None = None  # take this much of the worker's capacity now
+    place_on: str | None = None  # add our finalizer and the cluster label: the commit point of a dispatch
+    redispatch: tuple[str, str] | None = None  # (lost worker, new worker): move the cluster label
+    unplace: bool = False  # remove our finalizer and the cluster label: no mirror exists anywhere
     create_mirror: tuple[str, Obj] | None = None  # (worker, mirror)
-    suspend_mirror: tuple[str, bool] | None = None
+    seed_progress: tuple[str, Obj] | None = None  # (worker, the mirror with the status it must start from)
+    suspend_mirror: tuple[str, bool] | None = None  # resuming also drops the progress annotation
     status: Obj | None = None
     delete_mirrors: list[tuple[str, Obj]] = dataclasses.field(default_factory=list)
-    redispatch: tuple[str, str] | None = None  # (lost worker, new worker): move the cluster label
     remove_finalizer: bool = False
     events: list[Event] = dataclasses.field(default_factory=list)
-    waiting: str = ""  # why the Job is not running yet
+    waiting: Waiting | None = None
+    status_refused: bool = False
+    requeue_after: float | None = None
 
 
-def _has_finalizer(user: Obj) -> bool:
-    return MIRROR_FINALIZER in as_list(metadata(user).get("finalizers"))
-
-
-def decide(
-    adapter: GenericJob,
-    user: Obj,
-    mirrors: dict[str, Obj],
-    workers: Sequence[WorkerView],
-    *,
-    origin: str,
-    managed_by: str,
-    policy: str,
-    turn: int = 0,
-) -> Actions:
-    """``mirrors``: worker name -> a Job there with our origin label and this user Job's name (any origin UID)."""
-    actions = _decide(adapter, user, mirrors, workers, origin, managed_by, policy, turn)
+def decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
+    actions = _decide(adapter, identity, policy, seen)
     # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
     # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
-    active = {w.name for w in workers if w.active}
+    active = {w.name for w in seen.workers if w.active}
     actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if w in active]
+    slow = {w.name for w in seen.workers if w.slow}
+    touched = {w for w, _ in actions.delete_mirrors}
+    for target in (actions.create_mirror, actions.seed_progress, actions.suspend_mirror):
+        if target is not None:
+            touched.add(target[0])
+    if touched & slow:
+        # That worker is slow to answer: decide again later rather than hold a sync waiting on it.
+        return Actions(requeue_after=WORKER_BUSY_RETRY)
     return actions
 
 
-def _decide(
-    adapter: GenericJob,
-    user: Obj,
-    mirrors: dict[str, Obj],
-    workers: Sequence[WorkerView],
-    origin: str,
-    managed_by: str,
-    policy: str,
-    turn: int,
-) -> Actions:
+def _decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
+    user = seen.user
+    if user is None:
+        # The user's Job is gone for good: any mirror of it is garbage.
+        return Actions(delete_mirrors=list(seen.mirrors.items()))
+    if adapter.managed_by(user) != identity.managed_by and not identity.holds(user):
+        return Actions()
+    ours = {w: m for w, m in seen.mirrors.items() if identity.owns_mirror(m, user)}
     actions = Actions()
-    if adapter.managed_by(user) != managed_by and not _has_finalizer(user):
-        return actions
-    ours = {w: m for w, m in mirrors.items() if mirror_identity(m) == (origin, uid_of(user))}
     # Mirrors of an earlier Job with the same name (the user re-created it) are garbage.
-    actions.delete_mirrors = [(w, m) for w, m in mirrors.items() if w not in ours]
-    placed = labels_of(user).get(CLUSTER_LABEL) if _has_finalizer(user) else None
-    lost = frozenset(w.name for w in workers if w.lost)
+    actions.delete_mirrors = [(w, m) for w, m in seen.mirrors.items() if w not in ours]
+    placed = labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None
+    lost = frozenset(w.name for w in seen.workers if w.lost)
 
     if metadata(user).get("deletionTimestamp") or adapter.is_finished(user):
         actions.delete_mirrors += list(ours.items())
         # A mirror on a lost worker must not keep the user's Job from going: it is collected on the
         # worker's return, as an orphan.
-        if _has_finalizer(user) and all(w in lost for w in ours):
+        if identity.holds(user) and all(w in lost for w in ours):
             actions.remove_finalizer = True
         return actions
-
     if placed is not None and placed in lost:
-        return _redispatch(actions, adapter, user, workers, placed, lost, origin, policy, turn)
-
+        return _redispatch(actions, adapter, identity, policy, seen, placed, lost)
     if placed is None:
-        if adapter.is_suspended(user):
-            actions.waiting = "suspended"
-            return actions
-        placement = place(user, workers, policy, turn, demand=demand(adapter.pod_sets(user)))
-        if placement.worker is None:
-            actions.waiting = placement.reason
-            actions.events.append(Event("Normal", "Pending", placement.reason))
-            return actions
-        actions.place_on = placement.worker
-        actions.create_mirror = (placement.worker, adapter.build_mirror(user, origin))
-        return actions
+        return _place(actions, adapter, identity, policy, seen)
 
     # Mirrors on workers other than the chosen one are stale (a lost race or an old placement).
     actions.delete_mirrors += [(w, m) for w, m in ours.items() if w != placed]
     mirror = ours.get(placed)
     if mirror is None:
-        if not any(w.name == placed and w.active for w in workers):
-            actions.waiting = f"worker {placed} is not active"
-            return actions
-        actions.create_mirror = (placed, _fresh_mirror(adapter, user, origin))
+        return _create(actions, adapter, identity, seen, placed)
+    progress = pending_progress(mirror)
+    if progress is not None and not holds_progress(mirror, progress):
+        # Created to go on from the user's progress, not given it yet: give it, and only then let it run.
+        status = {**as_dict(mirror.get("status")), **progress}
+        actions.seed_progress = (placed, {**mirror, "status": status})
         return actions
     if adapter.is_suspended(mirror) != adapter.is_suspended(user):
         actions.suspend_mirror = (placed, adapter.is_suspended(user))
+    if progress is not None:
+        return actions  # its status is the seeded one until it runs
     try:
         actions.status = adapter.synced_status(user, mirror)
     except StatusRefused as refused:
+        actions.status_refused = True
         actions.events.append(
-            Event("Warning", "StatusSyncRejected", f"status from worker {placed} not applied: {refused}")
+            Event(WARNING, "StatusSyncRejected", f"status from worker {placed} not applied: {refused}")
         )
     return actions
+
+
+def _place(actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
+    user = seen.user
+    assert user is not None
+    if adapter.is_suspended(user):
+        actions.waiting = Waiting(WaitReason.SUSPENDED, "the Job is suspended")
+        return actions
+    refused = {w: r for w, r in seen.rejections.items() if seen.now < r.retry_at()}
+    asked = demand(adapter.pod_sets(user))
+    placement = place(user, seen.workers, policy, seen.turn, exclude=frozenset(refused), demand=asked)
+    if placement.worker is None:
+        _wait(actions, placement, refused, seen.now)
+        return actions
+    actions.hold = (placement.worker, asked)
+    actions.place_on = placement.worker
+    actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
+    actions.events.append(Event(NORMAL, "Dispatched", f"Job dispatched to worker {placement.worker}"))
+    return actions
+
+
+def _wait(actions: Actions, placement: Placement, refused: dict[str, Rejection], now: float) -> None:
+    assert placement.reason is not None
+    if refused and placement.reason in (WaitReason.NO_WORKER, WaitReason.NO_MATCHING_WORKER):
+        # Every worker that would take it refused its mirror: that is why it waits.
+        latest = max(refused.values(), key=lambda r: r.at)
+        actions.waiting = Waiting(WaitReason.MIRROR_REJECTED, _rejected_message(latest))
+    else:
+        actions.waiting = Waiting(placement.reason, placement.message, placement.candidates)
+    actions.events.append(Event(NORMAL, "Pending", actions.waiting.message))
+    if refused:
+        actions.requeue_after = max(0.0, min(r.retry_at() for r in refused.values()) - now)
+
+
+def _create(
+    actions: Actions, adapter: GenericJob, identity: Identity, seen: Observed, placed: str
+) -> Actions:
+    """Placed, and no mirror of ours is there (yet): create it, unless the worker refused it."""
+    user = seen.user
+    assert user is not None
+    rejection = seen.rejections.get(placed)
+    if rejection is not None and rejection.existing_origin == identity.origin:
+        # Ours after all (created by an earlier sync); the cache has not caught up yet.
+        actions.requeue_after = RETRY_SOON
+        return actions
+    if rejection is not None and seen.now < rejection.retry_at():
+        # Nothing was created: let the placement go, so the Job waits (or goes elsewhere) with the reason.
+        actions.unplace = True
+        reason = "MirrorConflict" if rejection.reason == "AlreadyExists" else "MirrorRejected"
+        actions.events.append(Event(WARNING, reason, _rejected_message(rejection)))
+        actions.waiting = Waiting(WaitReason.MIRROR_REJECTED, _rejected_message(rejection))
+        return actions
+    if not any(w.name == placed and w.active for w in seen.workers):
+        actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
+        return actions
+    actions.create_mirror = (placed, _mirror_body(adapter, identity, user))
+    actions.events.append(Event(NORMAL, "Dispatched", f"Job dispatched to worker {placed}"))
+    return actions
+
+
+def _rejected_message(rejection: Rejection) -> str:
+    if rejection.reason == "AlreadyExists" and rejection.existing_origin != "":
+        return (
+            f"worker {rejection.worker} has a Job of this name made by another manager "
+            f"({rejection.existing_origin}); it is left alone"
+        )
+    if rejection.reason == "AlreadyExists":
+        return f"worker {rejection.worker} has a Job of this name that multiqueue did not create; it is left alone"
+    return f"worker {rejection.worker} refused the mirror ({rejection.reason}): {rejection.message}"
 
 
 def _redispatch(
     actions: Actions,
     adapter: GenericJob,
-    user: Obj,
-    workers: Sequence[WorkerView],
+    identity: Identity,
+    policy: str,
+    seen: Observed,
     placed: str,
     lost: frozenset[str],
-    origin: str,
-    policy: str,
-    turn: int,
 ) -> Actions:
     """The worker running this Job is lost: run it on another, from the progress the user's Job records."""
+    user = seen.user
+    assert user is not None
     # The cluster label is ours since placement, so it no longer pins the Job; a selector still applies.
     unplaced = copy.deepcopy(user)
     metadata(unplaced).get("labels", {}).pop(CLUSTER_LABEL, None)
-    placement = place(unplaced, workers, policy, turn, exclude=lost, demand=demand(adapter.pod_sets(user)))
+    asked = demand(adapter.pod_sets(user))
+    placement = place(unplaced, seen.workers, policy, seen.turn, exclude=lost, demand=asked)
     if placement.worker is None:
-        actions.waiting = f"worker {placed} is lost; {placement.reason}"
-        actions.events.append(Event("Normal", "Pending", actions.waiting))
+        assert placement.reason is not None
+        message = f"worker {placed} is lost; {placement.message}"
+        actions.waiting = Waiting(placement.reason, message, placement.candidates)
+        actions.events.append(Event(NORMAL, "Pending", message))
         return actions
+    actions.hold = (placement.worker, asked)
     actions.redispatch = (placed, placement.worker)
     rerun = adapter.rerun_status(user)
     if rerun != (user.get("status") or {}):
         actions.status = rerun
-    actions.create_mirror = (placement.worker, _fresh_mirror(adapter, user, origin))
+    actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
     actions.events.append(
         Event(
-            "Warning",
+            WARNING,
             "Redispatched",
             f"worker {placed} was unreachable for longer than the worker-lost timeout; "
             f"the Job runs on worker {placement.worker} now",
@@ -160,10 +267,16 @@ def _redispatch(
     return actions
 
 
-def _fresh_mirror(adapter: GenericJob, user: Obj, origin: str) -> Obj:
-    """A mirror for a Job already placed: suspended when the user's Job is."""
-    body = adapter.build_mirror(user, origin)
-    return with_suspend(body, adapter, True) if adapter.is_suspended(user) else body
+def _mirror_body(adapter: GenericJob, identity: Identity, user: Obj) -> Obj:
+    """The mirror to create: suspended while the user's Job is, or while it must first be given the progress
+    the user's Job records (finished work is then not run again)."""
+    body = adapter.build_mirror(user, identity.origin)
+    progress = adapter.progress(user)
+    if progress is not None:
+        body = with_progress(body, progress)
+    if progress is not None or adapter.is_suspended(user):
+        body = with_suspend(body, adapter, True)
+    return body
 
 
 def with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:

@@ -7,6 +7,7 @@ a changed one reconnects it, a deleted one drains it (no new Jobs; it is let go 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -18,10 +19,10 @@ from opentelemetry.metrics import Meter
 
 from multiqueue.api.meta import metadata
 from multiqueue.api.types import PRIORITY_CLASSES, SECRETS
+from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ManagerConfig
-from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher
-from multiqueue.dispatch.generic import CLUSTER_LABEL
-from multiqueue.dispatch.kinds import ADAPTERS
+from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher, DispatchSettings
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
 from multiqueue.dispatch.workersecrets import SecretWorker, WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
@@ -51,7 +52,7 @@ class Manager:
         self.meter = meter
         self.management: KubeClient | None = None
         self.management_factory: InformerFactory | None = None
-        self.dispatchers: dict[str, Dispatcher] = {}
+        self.dispatcher: Dispatcher | None = None
         self._clients: list[KubeClient] = []
         self._factories: list[InformerFactory] = []
         self._workers: dict[str, _Connection] = {}
@@ -74,11 +75,6 @@ class Manager:
         """Dispatching now: always without leader election, else while holding the Lease."""
         return bool(self._tasks)
 
-    @property
-    def dispatcher(self) -> Dispatcher | None:
-        """The batch/v1 Job dispatcher (what status, metrics and most tests look at)."""
-        return self.dispatchers.get("Job")
-
     async def start(self) -> None:
         config = self.config
         credentials = await load_credentials(
@@ -90,7 +86,23 @@ class Manager:
         self.management_factory = InformerFactory(self.management)
         self._clients.append(self.management)
         self._factories.append(self.management_factory)
-        workers = {}
+        priorities = self.management_factory.informer(PRIORITY_CLASSES)
+        self._recorder = EventRecorder(self.management, COMPONENT)
+        self.dispatcher = dispatcher = Dispatcher(
+            [ADAPTERS[kind]() for kind in config.kinds],
+            self.management,
+            self.management_factory,
+            self._recorder,
+            DispatchSettings(
+                Identity(config.name, config.managed_by),
+                config.placement,
+                namespaces=frozenset(config.namespaces),
+                gc_interval=config.gc_interval,
+                worker_lost_timeout=config.worker_lost_timeout,
+            ),
+            priorities=priorities,
+            meter=self.meter,
+        )
         for worker in config.workers:
             worker_credentials = await load_credentials(
                 worker.kubeconfig, worker.context, allow_insecure=worker.allow_insecure
@@ -98,25 +110,7 @@ class Manager:
             client = KubeClient(worker_credentials, worker.name)
             factory = InformerFactory(client)
             self._workers[worker.name] = _Connection(client, factory)
-            workers[worker.name] = (client, factory, settings_of(worker.labels, worker.capacity))
-        priorities = self.management_factory.informer(PRIORITY_CLASSES)
-        self._recorder = EventRecorder(self.management, COMPONENT)
-        for kind in config.kinds:
-            self.dispatchers[kind] = Dispatcher(
-                ADAPTERS[kind](),
-                self.management,
-                self.management_factory,
-                workers,
-                self._recorder,
-                origin=config.name,
-                managed_by=config.managed_by,
-                policy=config.placement,
-                namespaces=frozenset(config.namespaces),
-                gc_interval=config.gc_interval,
-                worker_lost_timeout=config.worker_lost_timeout,
-                priorities=priorities,
-                meter=self.meter,
-            )
+            dispatcher.pool.add(worker.name, client, factory, settings_of(worker.labels, worker.capacity))
         if config.worker_secrets.enabled:
             self._secrets = self.management_factory.informer(
                 SECRETS, config.namespace, label_selector=CLUSTER_LABEL
@@ -135,8 +129,7 @@ class Manager:
             factory.start()
         for connection in self._workers.values():
             connection.factory.start()
-        for dispatcher in self.dispatchers.values():
-            dispatcher.start_watching()
+        dispatcher.pool.start_following()
         self._recorder.start()
         election = config.leader_election
         if not election.enabled:
@@ -161,17 +154,16 @@ class Manager:
 
     def _start_dispatching(self) -> None:
         log.info("manager %s dispatches", self.identity)
-        self._tasks = [
-            asyncio.create_task(self._run(d), name=f"dispatcher:{k}") for k, d in self.dispatchers.items()
-        ]
+        assert self.dispatcher is not None
+        self._tasks = [asyncio.create_task(self._run(self.dispatcher), name="dispatcher")]
         self._tasks += [asyncio.create_task(work(), name=name) for name, work in self._leader_work.items()]
 
     async def _stop_dispatching(self) -> None:
         """Lost the Lease: stop writing at once; the caches stay warm for a later term."""
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
-        for dispatcher in self.dispatchers.values():
-            dispatcher.reset_queue()
+        if self.dispatcher is not None:
+            self.dispatcher.reset_queue()
 
     async def _run(self, dispatcher: Dispatcher) -> None:
         try:
@@ -179,7 +171,7 @@ class Manager:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("the dispatcher of %s stopped", dispatcher.adapter.resource.kind)
+            log.exception("the dispatcher stopped")
             raise
 
     async def stop(self) -> None:
@@ -188,8 +180,8 @@ class Manager:
         await self._stop_dispatching()
         self._secret_queue.shut_down()
         await cancel_and_wait([self._secret_worker, *self._retiring.values()])
-        for dispatcher in self.dispatchers.values():
-            await dispatcher.close()
+        if self.dispatcher is not None:
+            await self.dispatcher.pool.close()
         if self._recorder is not None:
             await self._recorder.stop()
         for factory in [*self._factories, *(c.factory for c in self._workers.values())]:
@@ -253,8 +245,8 @@ class Manager:
         factory = InformerFactory(client)
         old = self._workers.get(found.name)
         self._workers[found.name] = _Connection(client, factory, secret, found.fingerprint)
-        for dispatcher in self.dispatchers.values():
-            dispatcher.add_worker(found.name, client, factory, found.settings)
+        assert self.dispatcher is not None
+        self.dispatcher.pool.add(found.name, client, factory, found.settings)
         factory.start()
         if old is not None:
             await old.factory.stop()
@@ -264,22 +256,21 @@ class Manager:
     def _drain(self, worker: str) -> None:
         if worker in self._retiring:
             return
-        for dispatcher in self.dispatchers.values():
-            dispatcher.drain_worker(worker)
+        assert self.dispatcher is not None
+        self.dispatcher.pool.drain(worker)
         log.info("worker %s is draining: its Secret is gone", worker)
         self._retiring[worker] = asyncio.create_task(self._retire(worker), name=f"retire:{worker}")
 
     async def _retire(self, worker: str) -> None:
         """Let a drained worker go once nothing of ours is left on it."""
-        while not all(d.drained(worker) for d in self.dispatchers.values()):
-            for dispatcher in self.dispatchers.values():
-                dispatcher.placements_changed.clear()
-            waits = [asyncio.ensure_future(d.placements_changed.wait()) for d in self.dispatchers.values()]
-            _, pending = await asyncio.wait(waits, timeout=DRAIN_CHECK, return_when=asyncio.FIRST_COMPLETED)
-            for future in pending:
-                future.cancel()
-        for dispatcher in self.dispatchers.values():
-            dispatcher.remove_worker(worker)
+        dispatcher = self.dispatcher
+        assert dispatcher is not None
+        while not dispatcher.pool.drained(worker, dispatcher.ledger):
+            dispatcher.released.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DRAIN_CHECK):
+                    await dispatcher.released.wait()
+        dispatcher.pool.remove(worker)
         connection = self._workers.pop(worker, None)
         self._retiring.pop(worker, None)
         if connection is not None:

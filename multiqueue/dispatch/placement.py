@@ -1,20 +1,35 @@
-"""Choosing a worker for a Job: pins and selectors first, then the placement policy among Active workers."""
+"""Choosing a worker for a Job: pins and selectors first, then the placement policy among active workers."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
 from typing import Final
 
 from multiqueue.api.meta import annotations_of, labels_of
 from multiqueue.api.selectors import SelectorError, parse_label_selector
 from multiqueue.api.types import Obj
-from multiqueue.dispatch.generic import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION
 
 LEAST_LOADED: Final = "LeastLoaded"
 ROUND_ROBIN: Final = "RoundRobin"
 ORDERED: Final = "Ordered"  # the config's worker order, first that fits: primary/backup setups
 POLICIES: Final = (LEAST_LOADED, ROUND_ROBIN, ORDERED)
+
+
+class WaitReason(enum.StrEnum):
+    """Why a Job does not run yet: the reason of its Pending Event and of ``multiqueue status``."""
+
+    SUSPENDED = "Suspended"
+    NO_WORKER = "NoWorker"  # pinned to a worker that is not configured, or none configured
+    NO_MATCHING_WORKER = "NoMatchingWorker"
+    INVALID_SELECTOR = "InvalidSelector"
+    WORKER_DRAINING = "WorkerDraining"
+    NO_ACTIVE_WORKER = "NoActiveWorker"
+    NO_CAPACITY = "NoCapacity"
+    WORKER_INACTIVE = "WorkerInactive"  # placed on a worker that cannot be reached (not lost yet)
+    MIRROR_REJECTED = "MirrorRejected"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +39,7 @@ class WorkerView:
     name: str
     labels: dict[str, str]
     active: bool
-    load: int  # mirrors it runs that are not finished
+    load: int  # Jobs placed there that are not finished
     max_jobs: int | None = None
     reason: str = (
         "Connected"  # why the worker is (not) active: Connected, ClientConnectionFailed, Unauthorized...
@@ -35,10 +50,16 @@ class WorkerView:
     lost: bool = False
     # False while draining (its Secret was deleted): the Jobs it runs finish there, no new ones come.
     accepting: bool = True
+    # Every request slot is held by a request older than the slow limit: act on it later.
+    slow: bool = False
+    # Its free capacity is promised to a waiting Job ranked before the one being placed.
+    held: bool = False
 
 
 def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
     """The first thing ``worker`` has too little of for a Job asking ``demand``, or None when it fits."""
+    if worker.held:
+        return "capacity held for higher-priority Jobs"
     if worker.max_jobs is not None and worker.load >= worker.max_jobs:
         return "jobs"
     for resource, amount in sorted(demand.items()):
@@ -50,7 +71,10 @@ def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class Placement:
     worker: str | None
-    reason: str  # why nothing fits, when worker is None
+    reason: WaitReason | None = None  # why nothing fits, when worker is None
+    message: str = ""
+    # When it waits for capacity: the workers it would fit on once capacity frees.
+    candidates: frozenset[str] = frozenset()
 
 
 def place(
@@ -70,35 +94,45 @@ def place(
     if pinned:
         candidates = [w for w in candidates if w.name == pinned]
         if not candidates:
-            return Placement(None, f"pinned to worker {pinned}, which is not configured")
+            return Placement(
+                None, WaitReason.NO_WORKER, f"pinned to worker {pinned}, which is not configured"
+            )
         if not candidates[0].accepting:
-            return Placement(None, f"pinned to worker {pinned}, which is draining")
+            return Placement(
+                None, WaitReason.WORKER_DRAINING, f"pinned to worker {pinned}, which is draining"
+            )
     candidates = [w for w in candidates if w.accepting]
     selector_text = annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)
     if selector_text:
         try:
             selector = parse_label_selector(selector_text)
         except SelectorError as exc:
-            return Placement(None, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}")
+            return Placement(
+                None, WaitReason.INVALID_SELECTOR, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}"
+            )
         candidates = [w for w in candidates if selector.matches(w.labels)]
         if not candidates:
-            return Placement(None, f"no worker matches selector {selector_text}")
+            return Placement(
+                None, WaitReason.NO_MATCHING_WORKER, f"no worker matches selector {selector_text}"
+            )
     active = [w for w in candidates if w.active]
     if not active:
-        return Placement(
-            None,
-            "no active worker: " + ", ".join(sorted(w.name for w in candidates))
-            if candidates
-            else "no worker",
-        )
+        if not candidates:
+            return Placement(None, WaitReason.NO_WORKER, "no worker")
+        names = ", ".join(sorted(w.name for w in candidates))
+        return Placement(None, WaitReason.NO_ACTIVE_WORKER, f"no active worker: {names}")
     shortfalls = {w.name: lacking(demand or {}, w) for w in active}
     fitting = [w for w in active if shortfalls[w.name] is None]
     if not fitting:
         missing = sorted({m for m in shortfalls.values() if m is not None})
-        return Placement(None, f"waiting for capacity: {', '.join(missing)}")
-    active = fitting
+        return Placement(
+            None,
+            WaitReason.NO_CAPACITY,
+            f"waiting for capacity: {', '.join(missing)}",
+            frozenset(w.name for w in active),
+        )
     if policy == ROUND_ROBIN:
-        return Placement(active[turn % len(active)].name, "")
+        return Placement(fitting[turn % len(fitting)].name)
     if policy == ORDERED:
-        return Placement(active[0].name, "")
-    return Placement(min(active, key=lambda w: (w.load, w.name)).name, "")
+        return Placement(fitting[0].name)
+    return Placement(min(fitting, key=lambda w: (w.load, w.name)).name)

@@ -21,8 +21,8 @@ from multiqueue.api.meta import annotations_of, as_dict, dns1123_label_errors, l
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.config import Capacity
-from multiqueue.dispatch.dispatcher import WorkerSettings
-from multiqueue.dispatch.generic import CLUSTER_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL
+from multiqueue.dispatch.workers import WorkerSettings
 from multiqueue.kube.config import unsafe_kubeconfig_reason
 
 KUBECONFIG_KEY: Final = "kubeconfig"

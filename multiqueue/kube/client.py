@@ -231,6 +231,14 @@ class KubeClient:
             body["gracePeriodSeconds"] = grace_period_seconds
         return await self._json("DELETE", resource.path(namespace, name), json_body=body)  # type: ignore[no-any-return]
 
+    async def probe(self, deadline: float) -> None:
+        """Ask ``/readyz`` once, with no retries: whether the server answers within ``deadline`` seconds."""
+        try:
+            async with asyncio.timeout(deadline):
+                await self._once("GET", "/readyz", None, None, None, "probe")
+        except TimeoutError:
+            raise TransportError(f"GET /readyz on {self.name}: no answer within {deadline:g}s") from None
+
     async def read_log(
         self, name: str, namespace: str, container: str | None = None, tail_lines: int | None = None
     ) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of
 from multiqueue.api.types import JOBS, Obj
-from multiqueue.dispatch.generic import CLUSTER_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters

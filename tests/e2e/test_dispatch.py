@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from multiqueue.api.types import JOBS, PODS
-from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.kube.errors import NotFound
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
+
+MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manager named multiqueue
+
 
 pytestmark = pytest.mark.e2e
 MANAGED_BY = "multiqueue.dev/dispatcher"
@@ -444,7 +447,7 @@ async def test_an_unreachable_worker_is_inactive_with_its_reason(dispatching_clu
     assert clusters.local is not None and clusters.local.manager is not None
     dispatcher = clusters.local.manager.dispatcher
     assert dispatcher is not None
-    worker_2 = dispatcher.workers["worker-2"].informer
+    worker_2 = dispatcher.pool.workers["worker-2"].mirrors["Job"]
     await clusters.local.stop_server("worker-2")
     async with asyncio.timeout(30):
         # The informer's watch breaks at once; its next LIST fails and records why.

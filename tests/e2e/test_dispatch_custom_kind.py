@@ -9,10 +9,13 @@ import pytest
 import yaml
 
 from multiqueue.api.types import CRDS
-from multiqueue.dispatch.generic import CLUSTER_LABEL, MIRROR_FINALIZER, ORIGIN_LABEL
-from multiqueue.dispatch.jobgroup import JobGroupAdapter
+from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition
+
+MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manager named multiqueue
+
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -18,8 +18,9 @@ from multiqueue.api.meta import format_time
 from multiqueue.api.types import EVENTS, JOBS, LEASES, NAMESPACES, PODS, PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import LeaderElectionConfig
-from multiqueue.dispatch.generic import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.sweep import garbage
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.kube.informer import Handlers
@@ -118,7 +119,7 @@ async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_
     user = await clusters.wait_for(JOBS, "default", "staying", placed)
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
     await clusters.wait_for(JOBS, "default", "staying", lambda j: True, cluster=worker)
-    informer = dispatcher.workers[worker].informer
+    informer = dispatcher.pool.workers[worker].mirrors["Job"]
 
     await clusters.local.stop_server(worker)
     async with asyncio.timeout(30):
@@ -243,9 +244,9 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
     await management.delete(SECRETS, "worker-2", "multiqueue-system")
     await clusters.wait_gone(JOBS, "default", "early", cluster="worker-2")
     async with asyncio.timeout(30):
-        while "worker-2" in dispatcher.workers:
-            dispatcher.workers_changed.clear()
-            await dispatcher.workers_changed.wait()
+        while "worker-2" in dispatcher.pool.workers:
+            dispatcher.pool.changed.clear()
+            await dispatcher.pool.changed.wait()
     await management.create(JOBS, managed("late", "true"), "default")
     late = await wait_for_event(management, "late", "Pending")
     assert late["message"] == "no worker"
@@ -280,7 +281,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
     await management.create(JOBS, managed("kept", "true", suspend=True), "default")
     user = await management.get(JOBS, "kept", "default")
     arrived = asyncio.Event()
-    informer = dispatcher.workers["worker-1"].informer
+    informer = dispatcher.pool.workers["worker-1"].mirrors["Job"]
     informer.add_handlers(Handlers(on_add=lambda _o: arrived.set()))
     worker = clusters.client("worker-1")
     for name, origin, uid in (
@@ -295,7 +296,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
         while {"default/orphan", "default/kept"} - set(informer.keys()):
             arrived.clear()
             await arrived.wait()
-    assert [m["metadata"]["name"] for _, m in dispatcher.garbage()] == ["orphan"]
+    assert [m["metadata"]["name"] for _, _, m in garbage(dispatcher.pool, dispatcher.users)] == ["orphan"]
     assert await dispatcher.collect_garbage() == 1
     await clusters.wait_gone(JOBS, "default", "orphan", cluster="worker-1")
     assert (await worker.get(JOBS, "foreign", "default"))["metadata"]["labels"][
@@ -317,8 +318,8 @@ async def test_a_hung_worker_holds_up_no_other(
         await never.wait()  # a worker that accepts the connection and then says nothing
         raise AssertionError("unreachable")
 
-    monkeypatch.setattr(dispatcher.workers["worker-2"].client, "create", never_answers)
-    for i in range(2 * dispatcher.workers_count):
+    monkeypatch.setattr(dispatcher.pool.workers["worker-2"].client, "create", never_answers)
+    for i in range(2 * dispatcher.settings.workers_count):
         body = managed(f"stuck-{i}", "true")
         body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-2"}
         await clusters.client().create(JOBS, body, "default")

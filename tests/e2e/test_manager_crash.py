@@ -20,12 +20,15 @@ import pytest
 import yaml
 
 from multiqueue.api.types import JOBS
-from multiqueue.dispatch.generic import MIRROR_FINALIZER, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.mirror import FINALIZER_PREFIX, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
 from tests.e2e.conftest import condition
+
+MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manager named multiqueue
+
 
 pytestmark = pytest.mark.e2e
 JOBS_COUNT = 200

@@ -15,7 +15,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.trace import TracerProvider
 
 from multiqueue.controllers.job import JobControllerMetrics
-from multiqueue.dispatch.dispatcher import DispatcherMetrics
+from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.telemetry import BUCKETS, METRICS, JsonFormatter, Metrics, setup_tracing, tracer_provider
 
 

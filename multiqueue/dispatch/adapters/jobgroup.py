@@ -11,7 +11,8 @@ from typing import Any
 
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import Obj, Resource
-from multiqueue.dispatch.generic import PodSet, StatusRefused, strip_for_mirror
+from multiqueue.dispatch.generic import PodSet, StatusRefused, pod_requests
+from multiqueue.dispatch.mirror import strip_for_mirror
 
 TERMINAL = ("Completed", "Failed")
 
@@ -64,7 +65,7 @@ class JobGroupAdapter:
             count = (replicas if isinstance(replicas, int) else 1) * (
                 parallelism if isinstance(parallelism, int) else 1
             )
-            sets.append(PodSet(str(entry.get("name", "")), count, {}))
+            sets.append(PodSet(str(entry.get("name", "")), count, pod_requests(job_spec.get("template"))))
         return sets
 
     def priority_class(self, obj: Obj) -> str | None:

@@ -1,0 +1,15 @@
+"""The kinds the dispatcher can dispatch, one adapter a file, by the name a manager config uses for them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
+from multiqueue.dispatch.generic import GenericJob
+
+ADAPTERS: Final[dict[str, Callable[[], GenericJob]]] = {
+    "Job": BatchJobAdapter,
+    "JobGroup": JobGroupAdapter,
+}

@@ -1,0 +1,117 @@
+"""One capacity ledger for every kind a manager dispatches: what each worker runs, and who waits, in what order.
+
+A Job holds its worker's capacity from the moment it is placed (before any request is sent, so concurrent syncs
+never place past a limit) until it finishes or goes. Jobs that wait are kept in rank order (higher priority
+first, then older); a Job waiting for capacity names the workers it would fit on, and no Job ranked after it may
+take capacity on those workers. So a freed slot goes to the highest-ranked Job that wants it, whichever sync
+happens to run first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterator
+
+Key = tuple[str, str]  # (kind, "namespace/name")
+Rank = tuple[int, str, str, str]  # (-priority, creationTimestamp, kind, "namespace/name")
+
+
+def rank_of(key: Key, priority: int, created: str) -> Rank:
+    return (-priority, created, key[0], key[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """What the Jobs placed on one worker take of it."""
+
+    jobs: int = 0
+    used: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self._placed: dict[Key, tuple[str, dict[str, float]]] = {}
+        self._usage: dict[str, Usage] = {}
+        # Waiting Jobs: key -> (rank, workers it waits for capacity on); and the ranks, sorted.
+        self._waiting: dict[Key, tuple[Rank, frozenset[str]]] = {}
+        self._order: list[Rank] = []
+
+    # --- placed Jobs -------------------------------------------------------------------------------------------
+
+    def hold(self, key: Key, worker: str, demand: dict[str, float]) -> None:
+        """``key`` runs on ``worker`` asking ``demand``; it no longer waits."""
+        if self._placed.get(key) == (worker, demand):
+            self.unwait(key)
+            return
+        self.release(key)
+        self.unwait(key)
+        self._placed[key] = (worker, dict(demand))
+        self._add(worker, demand, 1)
+
+    def release(self, key: Key) -> str | None:
+        """``key`` no longer holds capacity; the worker it held, if any."""
+        found = self._placed.pop(key, None)
+        if found is None:
+            return None
+        worker, demand = found
+        self._add(worker, demand, -1)
+        return worker
+
+    def worker_of(self, key: Key) -> str | None:
+        found = self._placed.get(key)
+        return found[0] if found is not None else None
+
+    def usage(self, worker: str) -> Usage:
+        return self._usage.get(worker, Usage())
+
+    def placed_on(self, worker: str) -> list[Key]:
+        return [key for key, (name, _) in self._placed.items() if name == worker]
+
+    def _add(self, worker: str, demand: dict[str, float], sign: int) -> None:
+        usage = self._usage.get(worker, Usage())
+        used = dict(usage.used)
+        for resource, amount in demand.items():
+            used[resource] = used.get(resource, 0.0) + sign * amount
+        self._usage[worker] = Usage(usage.jobs + sign, used)
+
+    # --- waiting Jobs ------------------------------------------------------------------------------------------
+
+    def wait(self, key: Key, rank: Rank, candidates: frozenset[str]) -> None:
+        """``key`` waits; for capacity on ``candidates`` (empty: for something else, such as a matching worker)."""
+        if self._waiting.get(key) == (rank, candidates):
+            return
+        self.unwait(key)
+        self._waiting[key] = (rank, candidates)
+        bisect.insort(self._order, rank)
+
+    def unwait(self, key: Key) -> None:
+        found = self._waiting.pop(key, None)
+        if found is not None:
+            index = bisect.bisect_left(self._order, found[0])
+            if index < len(self._order) and self._order[index] == found[0]:
+                del self._order[index]
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
+    def is_waiting(self, key: Key) -> bool:
+        return key in self._waiting
+
+    def held_for_others(self, rank: Rank, workers: frozenset[str]) -> frozenset[str]:
+        """Those of ``workers`` whose capacity a waiting Job ranked before ``rank`` asks for first."""
+        held: set[str] = set()
+        for other in self._order:
+            if other >= rank or held >= workers:
+                break
+            held |= self._waiting[(other[2], other[3])][1] & workers
+        return frozenset(held)
+
+    def waiting(self, worker: str | None = None) -> Iterator[Key]:
+        """Waiting Jobs in rank order: all of them, or those waiting for capacity on ``worker``."""
+        for rank in list(self._order):
+            key = (rank[2], rank[3])
+            found = self._waiting.get(key)
+            if found is not None and (worker is None or worker in found[1]):
+                yield key

@@ -1,0 +1,291 @@
+"""The worker clusters of one manager, shared by every kind it dispatches.
+
+Each worker has one client, one mirror informer per kind (mirrors of this manager only, by the origin label), its
+health, the loss clock, drain state and the request slots that keep a hung worker from holding every sync.
+
+Health comes from the connection itself: a probe of ``/readyz`` with a deadline every few seconds, besides the
+watches' own errors, so a worker frozen behind a silent connection is reported within PROBE_PERIOD +
+PROBE_TIMEOUT rather than when a watch read times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Final, Protocol
+
+from multiqueue.api.types import Obj, Resource
+from multiqueue.dispatch.capacity import Ledger
+from multiqueue.dispatch.mirror import ORIGIN_LABEL
+from multiqueue.dispatch.placement import WorkerView
+from multiqueue.kube.client import KubeClient
+from multiqueue.kube.errors import Forbidden, KubeError, TransportError, Unauthorized
+from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+CONNECTED: Final = "Connected"
+PROBE_PERIOD: Final = 5.0
+PROBE_TIMEOUT: Final = 5.0
+# A worker whose every slot is taken by a request older than SLOW_AFTER is slow or hung: Jobs for it are synced
+# again later instead of waiting for a slot. A worker that is merely busy is waited for.
+SLOW_AFTER: Final = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """What the config says about a worker besides how to reach it."""
+
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    max_jobs: int | None = None
+    quota: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+class WorkerBusy(Exception):
+    """No slot for this worker came free in time: it is slow or hung."""
+
+
+class Slots:
+    """Requests to one worker at once; a worker that hangs holds no more than these."""
+
+    def __init__(self, count: int) -> None:
+        self._free = asyncio.Semaphore(count)
+        self._started: list[float] = []  # monotonic start times of the requests holding a slot
+
+    def slow(self, now: float) -> bool:
+        return self._free.locked() and bool(self._started) and now - min(self._started) > SLOW_AFTER
+
+    @contextlib.asynccontextmanager
+    async def held(self, name: str) -> AsyncIterator[None]:
+        try:
+            async with asyncio.timeout(SLOW_AFTER):
+                await self._free.acquire()
+        except TimeoutError:
+            raise WorkerBusy(name) from None
+        started = time.monotonic()
+        self._started.append(started)
+        try:
+            yield
+        finally:
+            self._started.remove(started)
+            self._free.release()
+
+
+def health_reason(error: BaseException | None, synced: bool) -> str:
+    """Connected, or why a worker is not: upstream-style reasons an admin can act on."""
+    if error is None:
+        return CONNECTED if synced else "Connecting"
+    if isinstance(error, Unauthorized):
+        return "Unauthorized"
+    if isinstance(error, Forbidden):
+        return "Forbidden"
+    if isinstance(error, TransportError | TimeoutError):
+        return "ClientConnectionFailed"
+    return type(error).__name__
+
+
+@dataclasses.dataclass
+class Worker:
+    name: str
+    client: KubeClient
+    settings: WorkerSettings
+    mirrors: dict[str, Informer]  # by kind
+    slots: Slots
+    # Why the last probe failed, or None when it was answered (or none has run yet).
+    probe_failure: str | None = None
+    # When it stopped being Connected (the pool's clock), or None while it is.
+    inactive_since: float | None = None
+    draining: bool = False
+    follower: asyncio.Task[None] | None = None
+
+    @property
+    def reason(self) -> str:
+        """Connected, or why not: what its watches say first, then its last probe."""
+        for informer in self.mirrors.values():
+            reason = health_reason(informer.last_error, informer.has_synced)
+            if reason != CONNECTED:
+                return reason
+        return self.probe_failure or CONNECTED
+
+    @property
+    def active(self) -> bool:
+        return self.reason == CONNECTED
+
+
+class PoolListener(Protocol):
+    """What the pool tells the dispatcher."""
+
+    def mirror_changed(self, kind: str, mirror: Obj, deleted: bool) -> None: ...
+
+    def worker_changed(self, name: str) -> None:
+        """The worker came back, was lost, was added or removed: its Jobs and the waiting ones are synced."""
+        ...
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        kinds: Sequence[Resource],
+        origin: str,
+        listener: PoolListener,
+        *,
+        lost_timeout: float,
+        slots: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kinds = list(kinds)
+        self.origin = origin
+        self.listener = listener
+        self.lost_timeout = lost_timeout
+        self.slot_count = max(1, slots)
+        self.clock = clock
+        self.workers: dict[str, Worker] = {}
+        self.changed = asyncio.Event()  # set when a worker is added or removed
+        self._following = False
+
+    def add(self, name: str, client: KubeClient, factory: InformerFactory, settings: WorkerSettings) -> None:
+        """Dispatch to one more worker, or reach a known one through new credentials (its Jobs stay placed)."""
+        old = self.workers.get(name)
+        if old is not None and old.follower is not None:
+            old.follower.cancel()
+        mirrors = {}
+        for resource in self.kinds:
+            informer = factory.informer(resource, label_selector=f"{ORIGIN_LABEL}={self.origin}")
+            informer.add_handlers(self._mirror_handlers(resource.kind))
+            mirrors[resource.kind] = informer
+        worker = Worker(name, client, settings, mirrors, Slots(self.slot_count))
+        worker.inactive_since = old.inactive_since if old is not None else self.clock()
+        self.workers[name] = worker
+        self.changed.set()
+        if self._following:
+            self._follow(worker)
+        self.listener.worker_changed(name)
+
+    def _mirror_handlers(self, kind: str) -> Handlers:
+        changed = self.listener.mirror_changed
+        return Handlers(
+            on_add=lambda m: changed(kind, m, False),
+            on_update=lambda _o, m: changed(kind, m, False),
+            on_delete=lambda m: changed(kind, m, True),
+        )
+
+    def drain(self, name: str) -> None:
+        """No new Jobs for this worker; those it runs finish there."""
+        worker = self.workers.get(name)
+        if worker is not None:
+            worker.draining = True
+
+    def drained(self, name: str, ledger: Ledger) -> bool:
+        """Nothing of ours is left on the worker: no Job placed there, no mirror in its caches."""
+        worker = self.workers.get(name)
+        if worker is None:
+            return True
+        return not ledger.placed_on(name) and not any(i.keys() for i in worker.mirrors.values())
+
+    def remove(self, name: str) -> None:
+        worker = self.workers.pop(name, None)
+        self.changed.set()
+        if worker is not None and worker.follower is not None:
+            worker.follower.cancel()
+        self.listener.worker_changed(name)
+
+    def mirrors(self, kind: str, key: str) -> dict[str, Obj]:
+        """Worker name -> our mirror named ``key`` there (any origin UID)."""
+        return {n: m for n, w in self.workers.items() if (m := w.mirrors[kind].get(key)) is not None}
+
+    def views(self, ledger: Ledger, held: frozenset[str] = frozenset()) -> list[WorkerView]:
+        now = self.clock()
+        started = time.monotonic()
+        views = []
+        for worker in self.workers.values():
+            usage = ledger.usage(worker.name)
+            since = worker.inactive_since
+            views.append(
+                WorkerView(
+                    name=worker.name,
+                    labels=worker.settings.labels,
+                    active=worker.active,
+                    load=usage.jobs,
+                    max_jobs=worker.settings.max_jobs,
+                    reason=worker.reason,
+                    free={r: q - usage.used.get(r, 0.0) for r, q in worker.settings.quota.items()},
+                    lost=not worker.active and since is not None and now - since >= self.lost_timeout,
+                    accepting=not worker.draining,
+                    slow=worker.slots.slow(started),
+                    held=worker.name in held,
+                )
+            )
+        return views
+
+    # --- health ------------------------------------------------------------------------------------------------
+
+    def start_following(self) -> None:
+        """Follow every worker's health from now on, leading or not: a replica that takes over must know how
+        long each worker has been unreachable."""
+        self._following = True
+        for worker in self.workers.values():
+            if worker.follower is None:
+                self._follow(worker)
+
+    async def close(self) -> None:
+        self._following = False
+        await cancel_and_wait(w.follower for w in self.workers.values())
+        for worker in self.workers.values():
+            worker.follower = None
+
+    def _follow(self, worker: Worker) -> None:
+        worker.follower = asyncio.create_task(self._follow_health(worker), name=f"health:{worker.name}")
+
+    async def _follow_health(self, worker: Worker) -> None:
+        """Probe the worker and watch its informers; mark when it stops answering, and tell the listener when it
+        is back and when it has been gone for the lost timeout."""
+        reported_lost = False
+        while True:
+            for informer in worker.mirrors.values():
+                informer.health_changed.clear()
+            was_active = worker.active
+            await self._probe(worker)
+            if worker.active and worker.inactive_since is not None:
+                worker.inactive_since = None
+                log.info("worker %s is connected", worker.name)
+                self.listener.worker_changed(worker.name)
+            elif not worker.active and worker.inactive_since is None:
+                worker.inactive_since = self.clock()
+            if was_active and not worker.active:
+                log.warning("worker %s is unreachable: %s", worker.name, worker.reason)
+            wait = PROBE_PERIOD
+            if worker.inactive_since is None:
+                reported_lost = False
+            else:
+                left = worker.inactive_since + self.lost_timeout - self.clock()
+                if left <= 0 and not reported_lost:
+                    reported_lost = True
+                    log.warning("worker %s is lost; its Jobs are dispatched again", worker.name)
+                    self.listener.worker_changed(worker.name)
+                elif left > 0:
+                    wait = min(wait, left)
+            await _any_set([i.health_changed for i in worker.mirrors.values()], wait)
+
+    @staticmethod
+    async def _probe(worker: Worker) -> None:
+        try:
+            await worker.client.probe(PROBE_TIMEOUT)
+        except KubeError as exc:
+            worker.probe_failure = health_reason(exc, True)
+        else:
+            worker.probe_failure = None
+
+
+async def _any_set(events: list[asyncio.Event], seconds: float) -> None:
+    """Wait until one of ``events`` is set, or ``seconds`` pass."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
