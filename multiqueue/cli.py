@@ -197,12 +197,12 @@ async def _run_manager(config: ManagerConfig) -> int:
         )
         metrics.observe_job_controller(job_controller)
         recorders.append(recorder)
-        manager.run_while_leading("job-controller", job_controller.run)
+        manager.leader_work.add("job-controller", job_controller.run)
     if "cronjob" in config.embedded_controllers:
         recorder = EventRecorder(manager.management, "cronjob-controller")
         cronjobs = CronJobController(manager.management, manager.management_factory, recorder)
         recorders.append(recorder)
-        manager.run_while_leading("cronjob-controller", cronjobs.run)
+        manager.leader_work.add("cronjob-controller", cronjobs.run)
     for recorder in recorders:
         recorder.start()
     manager.management_factory.start()

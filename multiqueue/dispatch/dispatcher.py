@@ -68,7 +68,7 @@ class Dispatcher:
         settings: DispatchSettings,
         *,
         priorities: Informer | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
         meter: Meter | None = None,
     ) -> None:
         self.settings = settings

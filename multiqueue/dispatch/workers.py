@@ -136,7 +136,7 @@ class WorkerPool:
         *,
         lost_timeout: float,
         slots: int,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.kinds = list(kinds)
         self.origin = origin
@@ -146,6 +146,8 @@ class WorkerPool:
         self.clock = clock
         self.workers: dict[str, Worker] = {}
         self.changed = asyncio.Event()  # set when a worker is added or removed
+        # Called with a worker's name whenever it stops or starts answering.
+        self.on_health: list[Callable[[str], None]] = []
         self._following = False
 
     def add(self, name: str, client: KubeClient, factory: InformerFactory, settings: WorkerSettings) -> None:
@@ -254,8 +256,10 @@ class WorkerPool:
                 worker.inactive_since = None
                 log.info("worker %s is connected", worker.name)
                 self.listener.worker_changed(worker.name)
+                self._health_changed(worker.name)
             elif not worker.active and worker.inactive_since is None:
                 worker.inactive_since = self.clock()
+                self._health_changed(worker.name)
             if was_active and not worker.active:
                 log.warning("worker %s is unreachable: %s", worker.name, worker.reason)
             wait = PROBE_PERIOD
@@ -270,6 +274,10 @@ class WorkerPool:
                 elif left > 0:
                     wait = min(wait, left)
             await _any_set([i.health_changed for i in worker.mirrors.values()], wait)
+
+    def _health_changed(self, name: str) -> None:
+        for call in self.on_health:
+            call(name)
 
     @staticmethod
     async def _probe(worker: Worker) -> None:

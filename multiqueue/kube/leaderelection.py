@@ -14,13 +14,14 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
 from multiqueue.api.types import LEASES
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +173,27 @@ async def _call(callback: Callback | None) -> None:
     result = callback()
     if result is not None:
         await result
+
+
+class LeaderWork:
+    """Named work that runs while this replica leads (at once without leader election) and is cancelled when
+    it stops leading; each term starts it afresh."""
+
+    def __init__(self) -> None:
+        self._work: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.leading = False
+
+    def add(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._work[name] = work
+        if self.leading:
+            self._tasks.append(asyncio.create_task(work(), name=name))
+
+    def start(self) -> None:
+        self.leading = True
+        self._tasks = [asyncio.create_task(work(), name=name) for name, work in self._work.items()]
+
+    async def stop(self) -> None:
+        self.leading = False
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)

@@ -379,7 +379,7 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
 
     for manager in managers:
         await manager.start()
-        manager.run_while_leading("probe", leader_only(manager))
+        manager.leader_work.add("probe", leader_only(manager))
     try:
         await clusters.client().create(JOBS, managed("first", "true"), "default")
         await clusters.wait_for(JOBS, "default", "first", has_condition("Complete"))
