@@ -7,20 +7,17 @@ from typing import Any
 
 import pytest
 
-from multiqueue.dispatch.generic import (
-    CLUSTER_LABEL,
-    MIRROR_FINALIZER,
-    ORIGIN_LABEL,
-    ORIGIN_UID_ANNOTATION,
-    BatchJobAdapter,
-    StatusRefused,
-)
-from multiqueue.dispatch.lifecycle import decide
-from multiqueue.dispatch.placement import WorkerView, place
+from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.generic import StatusRefused
+from multiqueue.dispatch.lifecycle import Actions, Observed, decide
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
+from multiqueue.dispatch.placement import WaitReason, WorkerView, place
 from tests.unit.jobfixtures import T0, T1, job
 
 ADAPTER = BatchJobAdapter()
 MANAGED_BY = "multiqueue.dev/dispatcher"
+IDENTITY = Identity("multiqueue", MANAGED_BY)
+MIRROR_FINALIZER = IDENTITY.finalizer  # the finalizer of the manager named multiqueue
 WORKERS = [
     WorkerView("worker-1", {"region": "eu"}, True, 3),
     WorkerView("worker-2", {"region": "us"}, True, 1),
@@ -136,23 +133,15 @@ def test_placement(
     body["metadata"]["annotations"] = annotations
     result = place(body, WORKERS, policy, turn)
     assert result.worker == expected
-    assert reason in result.reason
+    assert reason in result.message
 
 
 def _decide(
     user: dict[str, Any],
     mirrors: dict[str, dict[str, Any]] | None = None,
     workers: list[WorkerView] = WORKERS,
-) -> Any:
-    return decide(
-        ADAPTER,
-        user,
-        mirrors or {},
-        workers,
-        origin="multiqueue",
-        managed_by=MANAGED_BY,
-        policy="LeastLoaded",
-    )
+) -> Actions:
+    return decide(ADAPTER, IDENTITY, "LeastLoaded", Observed(user, mirrors or {}, workers, {}, now=0.0))
 
 
 def _mirror_of(user: dict[str, Any], uid: str | None = None, **status: Any) -> dict[str, Any]:
@@ -177,7 +166,8 @@ def test_new_job_is_placed_and_mirrored_in_one_sync() -> None:
 
 def test_suspended_job_waits() -> None:
     actions = _decide(user_job(suspend=True))
-    assert actions.place_on is None and actions.waiting == "suspended"
+    assert actions.place_on is None
+    assert actions.waiting is not None and actions.waiting.reason == WaitReason.SUSPENDED
 
 
 def test_placed_without_mirror_recreates_it_there() -> None:
@@ -244,7 +234,8 @@ def test_placement_respects_capacity() -> None:
     assert place(user_job(), full, "LeastLoaded", demand={"cpu": 0.5}).worker == "small"
     assert place(user_job(), full, "Ordered", demand={"cpu": 2.0}).worker == "roomy", "the first that fits"
     nothing = place(user_job(), full, "LeastLoaded", demand={"cpu": 16.0})
-    assert nothing.worker is None and nothing.reason == "waiting for capacity: cpu, jobs"
+    assert nothing.worker is None and nothing.message == "waiting for capacity: cpu, jobs"
+    assert nothing.reason == WaitReason.NO_CAPACITY
 
 
 def test_demand_is_requests_times_parallelism() -> None:
@@ -302,23 +293,21 @@ def test_a_worker_only_unreachable_keeps_its_jobs() -> None:
 def test_a_lost_worker_with_nowhere_to_go_waits_with_the_reason() -> None:
     only = [WorkerView("worker-2", {}, False, 1, reason="Unauthorized", lost=True)]
     user = _running(placed(user_job(), "worker-2"))
-    actions = decide(
-        ADAPTER, user, {}, only, origin="multiqueue", managed_by=MANAGED_BY, policy="LeastLoaded"
-    )
+    actions = _decide(user, {}, only)
     assert actions.redispatch is None
-    assert actions.waiting == "worker worker-2 is lost; no worker"
-    assert [(e.reason, e.message) for e in actions.events] == [("Pending", actions.waiting)]
+    assert actions.waiting is not None
+    assert actions.waiting.message == "worker worker-2 is lost; no worker"
+    assert [(e.reason, e.message) for e in actions.events] == [("Pending", actions.waiting.message)]
 
 
 def test_a_selector_still_holds_when_a_job_moves() -> None:
     user = _running(placed(user_job(), "worker-2"))
     user["metadata"]["annotations"]["multiqueue.dev/cluster-selector"] = "region=us"
-    actions = decide(
-        ADAPTER, user, {}, LOST_2, origin="multiqueue", managed_by=MANAGED_BY, policy="LeastLoaded"
-    )
+    actions = _decide(user, {}, LOST_2)
     assert (
         actions.redispatch is None
-        and actions.waiting == "worker worker-2 is lost; no worker matches selector region=us"
+        and actions.waiting is not None
+        and actions.waiting.message == "worker worker-2 is lost; no worker matches selector region=us"
     )
 
 
@@ -348,4 +337,4 @@ def test_a_draining_worker_gets_no_new_jobs() -> None:
     assert place(user_job(), draining, "LeastLoaded").worker == "worker-2"
     pinned = user_job()
     pinned["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}
-    assert place(pinned, draining, "LeastLoaded").reason == "pinned to worker worker-1, which is draining"
+    assert place(pinned, draining, "LeastLoaded").message == "pinned to worker worker-1, which is draining"
