@@ -3,22 +3,22 @@
 - A key waiting in the queue is there once, however often it is added.
 - A key is handed to one worker at a time; if it is added while a worker has it, it goes back in the queue when
   that worker is done, so no change is ever missed and no two workers race on one object.
+- A key scheduled for later (``add_after``) waits there once: a second ``add_after`` can only bring it earlier,
+  as client-go's delaying queue does, so a burst of changes coalesced through ``add_after`` is handled once.
 - Failed keys come back after a per-key exponential back-off (5 ms doubling to 1000 s); success forgets it.
+
+The loop that takes keys from the queue and runs a sync on each is :func:`multiqueue.kube.controller.reconcile`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import heapq
 import itertools
-import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Final, Generic, TypeVar
-
-log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 
@@ -39,7 +39,10 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: collections.Counter[K] = collections.Counter()
-        self._waiting: list[tuple[float, int, K]] = []  # (due, tie-breaker, key) for add_after
+        # add_after: a heap of (due, sequence, key) and, per key, the (due, sequence) of its one live entry.
+        # Moving a key earlier pushes a new entry; the old one is stale and skipped when it comes up.
+        self._waiting: list[tuple[float, int, K]] = []
+        self._due: dict[K, tuple[float, int]] = {}
         self._sequence = itertools.count()
         self._wakeup = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
@@ -53,7 +56,7 @@ class WorkQueue(Generic[K]):
     @property
     def busy(self) -> bool:
         """Keys are queued, in progress or scheduled."""
-        return bool(self._queue or self._processing or self._waiting)
+        return bool(self._queue or self._processing or self._due)
 
     async def join(self) -> None:
         """Wait until nothing is queued, in progress or scheduled."""
@@ -75,14 +78,32 @@ class WorkQueue(Generic[K]):
         self._note_state()
 
     def add_after(self, key: K, delay: float) -> None:
+        """Add ``key`` once ``delay`` seconds have passed.
+
+        A key already waiting keeps one entry, due at the earliest time asked for. A key already added since it
+        was last handed out is left alone: it will be handed out anyway (at once, or when the worker that has it
+        is done), and that sync sees the latest state.
+        """
         if delay <= 0:
             self.add(key)
             return
-        if self._shutting_down:
+        if self._shutting_down or key in self._dirty:
             return
-        heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._sequence), key))
-        self._schedule_timer()
+        due = time.monotonic() + delay
+        current = self._due.get(key)
+        if current is not None and current[0] <= due:
+            return
+        sequence = next(self._sequence)
+        self._due[key] = (due, sequence)
+        heapq.heappush(self._waiting, (due, sequence, key))
+        if self._waiting[0][1] == sequence:  # the new first due: the timer must fire sooner
+            self._schedule_timer()
         self._note_state()
+
+    def waiting(self, key: K) -> float | None:
+        """Seconds until ``key`` is added by an earlier ``add_after``, or None when it is not waiting."""
+        current = self._due.get(key)
+        return None if current is None else max(0.0, current[0] - time.monotonic())
 
     def add_rate_limited(self, key: K) -> None:
         failures = self._failures[key]
@@ -122,15 +143,22 @@ class WorkQueue(Generic[K]):
         self._shutting_down = True
         self._queue.clear()
         self._waiting.clear()
+        self._due.clear()
         if self._timer is not None:
             self._timer.cancel()
         self._wakeup.set()
 
     # --- delayed adds ----------------------------------------------------------------------------------------
 
+    def _live(self, entry: tuple[float, int, K]) -> bool:
+        due, sequence, key = entry
+        return self._due.get(key) == (due, sequence)
+
     def _schedule_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        while self._waiting and not self._live(self._waiting[0]):
+            heapq.heappop(self._waiting)
         if not self._waiting:
             self._timer = None
             return
@@ -141,8 +169,10 @@ class WorkQueue(Generic[K]):
     def _release_due(self) -> None:
         now = time.monotonic()
         while self._waiting and self._waiting[0][0] <= now:
-            _, _, key = heapq.heappop(self._waiting)
-            self.add(key)
+            entry = heapq.heappop(self._waiting)
+            if self._live(entry):
+                del self._due[entry[2]]
+                self.add(entry[2])
         self._schedule_timer()
         self._note_state()
 
@@ -152,36 +182,7 @@ async def run_workers(
     handler: Callable[[K], Awaitable[None]],
     workers: int,
 ) -> None:
-    """Run ``workers`` tasks taking keys from ``queue`` until it shuts down.
+    """Deprecated: :func:`multiqueue.kube.controller.reconcile`, kept until its last callers move to it."""
+    from multiqueue.kube.controller import reconcile  # controller imports this module
 
-    A handler that raises gets its key back after the back-off; one that returns has its failures forgotten.
-    """
-
-    async def worker() -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except ShutDown:
-                return
-            try:
-                await handler(key)
-            except asyncio.CancelledError:
-                queue.done(key)
-                raise
-            except Exception:
-                log.exception("%s: syncing %r failed; retrying after back-off", queue.name, key)
-                queue.done(key)
-                queue.add_rate_limited(key)
-            else:
-                queue.forget(key)
-                queue.done(key)
-
-    tasks = [asyncio.create_task(worker(), name=f"{queue.name}-worker-{i}") for i in range(workers)]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    await reconcile(queue, handler, workers)

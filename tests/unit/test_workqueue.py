@@ -1,10 +1,18 @@
-"""The work queue: no key runs twice at once, no add is lost while a key is in flight, back-off grows."""
+"""The work queue: no key runs twice at once, no add is lost while a key is in flight, back-off grows, and a key
+scheduled for later waits there once (client-go's delaying queue)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
+import pytest
+
+from multiqueue.kube.controller import reconcile
 from multiqueue.kube.workqueue import ShutDown, WorkQueue, run_workers
+
+SOON = 0.02
+LATER = 60.0  # never reached in a test: a key handed out within the timeout was not delayed by it
 
 
 async def test_duplicate_adds_are_one_item() -> None:
@@ -46,7 +54,7 @@ async def test_workers_never_run_one_key_concurrently_and_lose_no_add() -> None:
         last_seen[key] = seen
         running.discard(key)
 
-    workers = asyncio.create_task(run_workers(queue, handler, workers=8))
+    workers = asyncio.create_task(reconcile(queue, handler, workers=8))
     for round_ in range(200):
         for key in range(10):
             version[key] = round_
@@ -93,7 +101,8 @@ async def test_shut_down_releases_waiting_workers() -> None:
         raise AssertionError("get() must raise ShutDown after shut_down()")
 
 
-async def test_failing_handler_is_retried() -> None:
+async def test_run_workers_is_reconcile_with_handlers_that_return_nothing() -> None:
+    """run_workers stays until its last callers move to reconcile: a failing handler is retried."""
     queue: WorkQueue[str] = WorkQueue("t", base_delay=0.001)
     attempts = 0
     done = asyncio.Event()
@@ -113,3 +122,80 @@ async def test_failing_handler_is_retried() -> None:
     await workers
     assert attempts == 3
     assert queue.requeues("a") == 0
+
+
+# --- add_after: one waiting entry per key, the earliest due wins ------------------------------------------------
+
+
+@dataclass
+class Case:
+    name: str
+    ops: list[
+        tuple[str, str] | tuple[str, str, float]
+    ]  # ("add", k) | ("after", k, s) | ("get", k) | ("done", k)
+    handed_out: list[str]  # what the queue hands out after the ops, in order, until nothing is left
+
+
+CASES = [
+    Case(
+        "the same key added after a delay 100 times over a window is handed out once",
+        [("after", "a", SOON + i / 1000) for i in range(100)],  # as 100 changes 1 ms apart, each delayed SOON
+        ["a"],
+    ),
+    Case("an earlier add_after moves the key earlier", [("after", "a", LATER), ("after", "a", SOON)], ["a"]),
+    Case("a later add_after does not delay the key", [("after", "a", SOON), ("after", "a", LATER)], ["a"]),
+    Case("a key queued and not in progress ignores add_after", [("add", "a"), ("after", "a", LATER)], ["a"]),
+    Case("add_after of 0 adds at once", [("after", "a", 0)], ["a"]),
+    Case("keys come out by due time", [("after", "a", 2 * SOON), ("after", "b", SOON)], ["b", "a"]),
+    Case(
+        "a key in progress comes back once after a burst of add_after",
+        [("add", "a"), ("get", "a"), *[("after", "a", SOON)] * 100, ("done", "a")],
+        ["a"],
+    ),
+    Case(
+        "a key in progress and added again: add_after while in progress changes nothing",
+        [("add", "a"), ("get", "a"), ("add", "a"), ("after", "a", LATER), ("done", "a")],
+        ["a"],
+    ),
+    Case(
+        "a key in progress and added again: add_after after done changes nothing",
+        [("add", "a"), ("get", "a"), ("add", "a"), ("done", "a"), ("after", "a", LATER)],
+        ["a"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_add_after(case: Case) -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    for op in case.ops:
+        match op:
+            case ("add", key):
+                queue.add(key)
+            case ("after", key, delay):
+                queue.add_after(key, delay)
+            case ("get", key):
+                assert await queue.get() == key
+            case ("done", key):
+                queue.done(key)
+    handed_out = []
+    async with asyncio.timeout(5):
+        while queue.busy:
+            key = await queue.get()
+            handed_out.append(key)
+            queue.done(key)
+    assert handed_out == case.handed_out
+
+
+async def test_add_after_keeps_one_entry_at_the_earliest_due() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add_after("a", LATER)
+    first = queue.waiting("a")
+    assert first is not None and LATER - 1 < first <= LATER
+    queue.add_after("a", 2 * LATER)
+    assert queue.waiting("a") == pytest.approx(first, abs=0.5), "a later add_after does not delay it"
+    queue.add_after("a", 1.0)
+    moved = queue.waiting("a")
+    assert moved is not None and moved <= 1.0, "an earlier one moves it earlier"
+    queue.shut_down()
+    assert queue.waiting("a") is None and not queue.busy
