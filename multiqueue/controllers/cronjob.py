@@ -3,7 +3,9 @@
 Informers for CronJobs and Jobs (Jobs indexed by their owning CronJob) feed a work queue of CronJob keys. A sync
 deletes what history limits or the Replace policy ask for (background propagation), creates the scheduled Job
 (adopting it when it already exists and is ours), records it in ``status.active`` with ``lastScheduleTime``, and
-requeues the CronJob for its next schedule time.
+returns the delay until the next schedule time, which the shared reconcile loop turns into a requeue.
+
+All time comes from the injected clock; a test that moves a fake clock calls :meth:`CronJobController.resync`.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from multiqueue.api.meta import controller_ref, is_controlled_by, key_of, metada
 from multiqueue.api.types import CRONJOBS, JOBS, Obj
 from multiqueue.controllers.cronjob_sync import Actions, decide
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.workqueue import WorkQueue, run_workers
+from multiqueue.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "cronjob-controller"
 CRONJOB_UID_INDEX: Final = "cronjob-uid"
+STATUS_CONFLICT_RETRY: Final = 0.01
 
 
 def _owning_cronjob_uid(job: Obj) -> list[str]:
@@ -65,7 +69,7 @@ class CronJobController:
         self.cronjobs: Informer = factory.informer(CRONJOBS)
         self.jobs: Informer = factory.informer(JOBS)
         self.jobs.add_index(CRONJOB_UID_INDEX, _owning_cronjob_uid)
-        self.queue: WorkQueue[str] = WorkQueue("cronjob-controller")
+        self.queue: WorkQueue[str] = WorkQueue(COMPONENT)
         self.cronjobs.add_handlers(
             Handlers(
                 on_add=lambda c: self.queue.add(key_of(c)), on_update=lambda _o, c: self.queue.add(key_of(c))
@@ -83,28 +87,34 @@ class CronJobController:
         await asyncio.gather(self.cronjobs.wait_for_sync(), self.jobs.wait_for_sync())
         if self.queue.shutting_down:
             # Running again (a new term as leader): a fresh queue, filled from the cache.
-            self.queue = WorkQueue("cronjob-controller")
-            for cronjob in self.cronjobs.objects():
-                self.queue.add(key_of(cronjob))
+            self.queue = WorkQueue(COMPONENT)
+            self.resync()
         try:
-            await run_workers(self.queue, self.sync, self.workers)
+            await reconcile(self.queue, self.sync, self.workers)
         finally:
             self.queue.shut_down()
+
+    def resync(self) -> None:
+        """Look at every cached CronJob again: after a new term as leader, or after a test moved the clock (the
+        requeue delay computed from a fake clock means nothing to the queue's real timers)."""
+        for cronjob in self.cronjobs.objects():
+            self.queue.add(key_of(cronjob))
 
     def _enqueue_owner(self, job: Obj) -> None:
         ref = controller_ref(job)
         if ref is not None and ref.get("kind") == "CronJob":
             self.queue.add(f"{namespace_of(job)}/{ref.get('name')}")
 
-    async def sync(self, key: str) -> None:
+    async def sync(self, key: str) -> float | None:
+        """One CronJob: decide, act, and return the seconds until its next schedule time (None: none)."""
         cronjob = self.cronjobs.get(key)
         if cronjob is None:
-            return
+            return None
         owned = self.jobs.by_index(CRONJOB_UID_INDEX, str(metadata(cronjob).get("uid")))
         actions = decide(cronjob, owned, self.clock())
-        await self._execute(key, cronjob, actions)
+        return await self._execute(cronjob, actions)
 
-    async def _execute(self, key: str, cronjob: Obj, actions: Actions) -> None:
+    async def _execute(self, cronjob: Obj, actions: Actions) -> float | None:
         for job in actions.delete:
             with contextlib.suppress(NotFound, Conflict):
                 await self.client.delete(
@@ -127,14 +137,12 @@ class CronJobController:
             try:
                 await self.client.update_status(CRONJOBS, {**cronjob, "status": status})
             except Conflict:
-                self.queue.add_after(key, 0.01)
-                return
+                return STATUS_CONFLICT_RETRY  # our cache is behind; decide again from fresh data
             except NotFound:
-                return
+                return None
         for event in actions.events:
             self.recorder.event(cronjob, event.type, event.reason, event.message)
-        if actions.requeue_after is not None:
-            self.queue.add_after(key, actions.requeue_after)
+        return actions.requeue_after
 
     async def _create(self, cronjob: Obj, job: Obj) -> Obj | None:
         name = str(metadata(job)["name"])

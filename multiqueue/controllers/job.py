@@ -2,8 +2,15 @@
 
 Informers for Jobs and Pods feed a work queue of Job keys; each sync reads the cache, asks ``decide`` what to do,
 and performs it in upstream's order: status first, then the finalizers of pods that status records, then pod
-creates (in slow-start batches) or deletes, then events. Expectations remember creates and deletes not yet seen
-in the cache, so a Job never gets its pods twice.
+creates (in slow-start batches) or deletes, then events. It returns when ``decide`` wants the Job looked at again
+(a deadline, a pod back-off, a TTL), and the shared reconcile loop requeues it. Expectations remember creates and
+deletes not yet seen in the cache, so a Job never gets its pods twice.
+
+A second queue, of pod keys, releases orphan pods as upstream does: a pod still carrying the tracking finalizer
+after its Job is gone (or replaced, or finished, or after the garbage collector orphaned it) loses the finalizer,
+or it could never be deleted.
+
+All time comes from the injected clock, so tests move it instead of waiting.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from opentelemetry import metrics
@@ -24,19 +31,31 @@ from opentelemetry.metrics import Meter
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
 from multiqueue.api.types import JOBS, PODS, Obj
-from multiqueue.controllers.job_sync import Actions, decide
+from multiqueue.controllers.job_sync import (
+    Actions,
+    decide,
+    has_tracking_finalizer,
+    job_of,
+    owning_job_name,
+    releases_orphan,
+)
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.workqueue import WorkQueue, run_workers
+from multiqueue.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "job-controller"
 JOB_UID_INDEX: Final = "job-uid"
-EXPECTATIONS_TIMEOUT: Final = 300.0
+EXPECTATIONS_TIMEOUT: Final = timedelta(minutes=5)
 STATUS_CONFLICT_RETRY: Final = 0.01
+ORPHAN_WORKERS: Final = 1
+REMOVE_TRACKING_FINALIZER: Final = {
+    "metadata": {"$deleteFromPrimitiveList/finalizers": [jobs.TRACKING_FINALIZER]}
+}
 
 
 def _owning_job_uid(pod: Obj) -> list[str]:
@@ -46,12 +65,12 @@ def _owning_job_uid(pod: Obj) -> list[str]:
 
 @dataclasses.dataclass
 class _Expectation:
+    since: datetime
     adds: int = 0
     deletes: int = 0
-    since: float = dataclasses.field(default_factory=time.monotonic)
 
-    def satisfied(self) -> bool:
-        return (self.adds <= 0 and self.deletes <= 0) or time.monotonic() - self.since > EXPECTATIONS_TIMEOUT
+    def satisfied(self, now: datetime) -> bool:
+        return (self.adds <= 0 and self.deletes <= 0) or now - self.since > EXPECTATIONS_TIMEOUT
 
 
 @dataclasses.dataclass
@@ -86,33 +105,48 @@ class JobController:
         self.jobs: Informer = factory.informer(JOBS)
         self.pods: Informer = factory.informer(PODS)
         self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
-        self.queue: WorkQueue[str] = WorkQueue("job-controller")
+        self.queue: WorkQueue[str] = WorkQueue(COMPONENT)
+        self.orphans: WorkQueue[str] = WorkQueue(f"{COMPONENT}-orphan-pods")
         self.metrics = JobControllerMetrics()
         self._sync_duration = (meter or metrics.get_meter(__name__)).create_histogram(
             "job_controller_job_sync_duration_seconds", unit="s", description="How long one Job sync took."
         )
         self._expectations: dict[str, _Expectation] = {}
-        self.jobs.add_handlers(Handlers(on_add=self._job_added, on_update=lambda _o, n: self._enqueue_job(n)))
-        self.pods.add_handlers(
+        self.jobs.add_handlers(
             Handlers(
-                on_add=self._pod_added,
-                on_update=lambda _o, n: self._enqueue_owner(n),
-                on_delete=self._pod_deleted,
+                on_add=self._job_added,
+                on_update=lambda _o, n: self._enqueue_job(n),
+                on_delete=self._job_deleted,
             )
+        )
+        self.pods.add_handlers(
+            Handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
         )
 
     async def run(self) -> None:
-        """Process Jobs until cancelled (the informers are started by their factory)."""
+        """Process Jobs and orphan pods until cancelled (the informers are started by their factory)."""
         await asyncio.gather(self.jobs.wait_for_sync(), self.pods.wait_for_sync())
         if self.queue.shutting_down:
-            # Running again (a new term as leader): a fresh queue, filled from the cache.
-            self.queue = WorkQueue("job-controller")
-            for job in self.jobs.objects():
-                self._enqueue_job(job)
+            # Running again (a new term as leader): fresh queues, filled from the cache.
+            self.queue = WorkQueue(COMPONENT)
+            self.orphans = WorkQueue(f"{COMPONENT}-orphan-pods")
+            self.resync()
         try:
-            await run_workers(self.queue, self.sync, self.workers)
+            await asyncio.gather(
+                reconcile(self.queue, self.sync, self.workers),
+                reconcile(self.orphans, self.sync_orphan_pod, ORPHAN_WORKERS),
+            )
         finally:
             self.queue.shut_down()
+            self.orphans.shut_down()
+
+    def resync(self) -> None:
+        """Look at every cached Job and pod again: after a new term as leader, or after a test moved the clock
+        (requeue delays computed from a fake clock mean nothing to the queue's real timers)."""
+        for job in self.jobs.objects():
+            self._enqueue_job(job)
+        for pod in self.pods.objects():
+            self._route_pod(pod)
 
     # --- event handlers: only enqueue --------------------------------------------------------------------------
 
@@ -131,46 +165,71 @@ class JobController:
             self.queue.add(key_of(job))
 
     def _owner_key(self, pod: Obj) -> str | None:
-        ref = controller_ref(pod)
-        if ref is None or ref.get("kind") != "Job":
-            return None
-        return f"{namespace_of(pod)}/{ref.get('name')}"
+        name = owning_job_name(pod)
+        return None if name is None else f"{namespace_of(pod)}/{name}"
 
-    def _enqueue_owner(self, pod: Obj) -> None:
+    def _job_deleted(self, job: Obj) -> None:
+        """Its sync forgets its expectations; its pods that still carry the tracking finalizer are orphans now
+        (upstream: cleanupPodFinalizers)."""
+        self.queue.add(key_of(job))
+        for pod in self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid"))):
+            if has_tracking_finalizer(pod):
+                self.orphans.add(key_of(pod))
+
+    def _named_job(self, pod: Obj) -> Obj | None:
+        """The cached Job with the name the pod's controller reference gives (its UID may differ)."""
         key = self._owner_key(pod)
-        if key is not None:
-            self.queue.add(key)
+        return None if key is None else self.jobs.get(key)
+
+    def _route_pod(self, pod: Obj) -> None:
+        """A changed pod concerns its Job's sync (which also releases the pods of a finished Job), or, when no
+        live Job controls it, the orphan queue."""
+        named = self._named_job(pod)
+        job = job_of(pod, named)
+        if job is not None:
+            self._enqueue_job(job)
+        elif releases_orphan(pod, named):
+            self.orphans.add(key_of(pod))
 
     def _pod_added(self, pod: Obj) -> None:
         key = self._owner_key(pod)
         if key is not None and key in self._expectations:
             self._expectations[key].adds -= 1
-        self._enqueue_owner(pod)
+        self._route_pod(pod)
+
+    def _pod_updated(self, old: Obj, pod: Obj) -> None:
+        previous = self._owner_key(old)
+        if previous is not None and previous != self._owner_key(pod):
+            self.queue.add(previous)  # its controller reference changed: the old Job lost a pod
+        self._route_pod(pod)
 
     def _pod_deleted(self, pod: Obj) -> None:
         key = self._owner_key(pod)
-        if key is not None and key in self._expectations:
-            self._expectations[key].deletes -= 1
-        self._enqueue_owner(pod)
+        if key is not None:
+            if key in self._expectations:
+                self._expectations[key].deletes -= 1
+            self.queue.add(key)
 
     # --- one sync ----------------------------------------------------------------------------------------------
 
-    async def sync(self, key: str) -> None:
+    async def sync(self, key: str) -> float | None:
+        """One Job: decide, act, and say when to look again (None: when something changes)."""
         started = time.perf_counter()
         job = self.jobs.get(key)
         if job is None:
             self._expectations.pop(key, None)
-            return
+            return None
+        now = self.clock()
         expectation = self._expectations.get(key)
-        can_manage = expectation is None or expectation.satisfied()
+        can_manage = expectation is None or expectation.satisfied(now)
         owned = self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid")))
-        actions = decide(job, owned, self.clock(), can_manage_pods=can_manage)
+        actions = decide(job, owned, now, can_manage_pods=can_manage)
         if actions.skipped:
-            return
+            return None
         action = "pods_created" if actions.create else "pods_deleted" if actions.delete else "reconciling"
         result = "success"
         try:
-            await self._execute(key, job, actions)
+            return await self._execute(key, job, actions)
         except Exception:
             result = "error"
             raise
@@ -181,7 +240,36 @@ class JobController:
                 time.perf_counter() - started, {"completion_mode": mode, "result": result, "action": action}
             )
 
-    async def _execute(self, key: str, job: Obj, actions: Actions) -> None:
+    async def sync_orphan_pod(self, key: str) -> None:
+        """Release a pod no live Job tracks any more (upstream: syncOrphanPod), checked again on the cache.
+
+        When the cache has no Job by the pod's controller reference, the server is asked: the Jobs informer may
+        lag the Pods informer, and a finalizer removed from a live Job's pod would lose that pod's count.
+        """
+        pod = self.pods.get(key)
+        if pod is None:
+            return
+        named = self._named_job(pod)
+        if not releases_orphan(pod, named):
+            return
+        name = owning_job_name(pod)
+        if name is not None and job_of(pod, named) is None:
+            try:
+                named = await self.client.get(JOBS, name, namespace_of(pod))
+            except NotFound:
+                named = None
+            if not releases_orphan(pod, named):
+                return
+        with contextlib.suppress(NotFound):
+            await self.client.patch(
+                PODS,
+                str(metadata(pod)["name"]),
+                REMOVE_TRACKING_FINALIZER,
+                namespace_of(pod),
+                patch_type="strategic",
+            )
+
+    async def _execute(self, key: str, job: Obj, actions: Actions) -> float | None:
         namespace, name = namespace_of(job), str(metadata(job).get("name"))
         if actions.delete_job:
             with contextlib.suppress(NotFound, Conflict):
@@ -192,17 +280,14 @@ class JobController:
                     propagation="Background",
                     preconditions={"uid": str(metadata(job).get("uid"))},
                 )
-            return
+            return None
         if actions.status is not None:
             try:
                 await self.client.update_status(JOBS, {**job, "status": actions.status})
             except Conflict:
-                self.queue.add_after(
-                    key, STATUS_CONFLICT_RETRY
-                )  # our cache is behind; decide again from fresh data
-                return
+                return STATUS_CONFLICT_RETRY  # our cache is behind; decide again from fresh data
             except NotFound:
-                return
+                return None
             self._count_finished(job, actions.status)
             self._count_pods_finished(job, actions.status)
         await self._remove_finalizers(actions.remove_finalizers)
@@ -212,8 +297,8 @@ class JobController:
             await self._create_pods(key, job, actions.create)
         for event in actions.events:
             self.recorder.event(job, event.type, event.reason, event.message)
-        if actions.requeue_after is not None:
-            self.queue.add_after(key, actions.requeue_after + 0.001)
+        # A hair past the moment decide named, so the next sync is not a moment early.
+        return None if actions.requeue_after is None else actions.requeue_after + 0.001
 
     def _count_finished(self, job: Obj, status: Obj) -> None:
         new = {**job, "status": status}
@@ -228,27 +313,29 @@ class JobController:
     def _count_pods_finished(self, job: Obj, status: Obj) -> None:
         """Pods this status write moved into the Job's succeeded or failed counts (upstream's
         job_pods_finished_total)."""
-        before = job.get("status") or {}
+        before = jobs.status_of(job)
         for result in ("succeeded", "failed"):
             added = int(status.get(result) or 0) - int(before.get(result) or 0)
             if added > 0:
                 self.metrics.pods_finished[(jobs.completion_mode(job), result)] += added
 
     async def _remove_finalizers(self, pods: list[Obj]) -> None:
-        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [jobs.TRACKING_FINALIZER]}}
-
         async def remove(pod: Obj) -> None:
             with contextlib.suppress(NotFound):
                 await self.client.patch(
-                    PODS, str(metadata(pod)["name"]), patch, namespace_of(pod), patch_type="strategic"
+                    PODS,
+                    str(metadata(pod)["name"]),
+                    REMOVE_TRACKING_FINALIZER,
+                    namespace_of(pod),
+                    patch_type="strategic",
                 )
 
         await asyncio.gather(*(remove(p) for p in pods))
 
     async def _delete_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
-        expectation = self._expectations.setdefault(key, _Expectation())
+        expectation = self._expectations.setdefault(key, _Expectation(self.clock()))
         expectation.deletes += len(pods)
-        expectation.since = time.monotonic()
+        expectation.since = self.clock()
 
         async def delete(pod: Obj) -> None:
             name = str(metadata(pod)["name"])
@@ -266,9 +353,9 @@ class JobController:
 
     async def _create_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
         """Slow start: batches of 1, 2, 4, ... stopping at the first failure."""
-        expectation = self._expectations.setdefault(key, _Expectation())
+        expectation = self._expectations.setdefault(key, _Expectation(self.clock()))
         expectation.adds += len(pods)
-        expectation.since = time.monotonic()
+        expectation.since = self.clock()
         remaining = list(pods)
         batch = 1
         while remaining:

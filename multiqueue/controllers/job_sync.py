@@ -22,7 +22,9 @@ from multiqueue.api.meta import (
     annotations_of,
     as_dict,
     as_list,
+    controller_ref,
     format_time,
+    is_deleting,
     labels_of,
     metadata,
     owner_reference,
@@ -32,6 +34,7 @@ from multiqueue.api.meta import (
 )
 from multiqueue.api.types import Event, Obj
 
+JOB_API_VERSION: Final = "batch/v1"
 MAX_POD_CHANGES_PER_SYNC: Final = 500
 MAX_UNCOUNTED_PER_SYNC: Final = 500
 BACKOFF_BASE: Final = timedelta(seconds=10)
@@ -67,6 +70,42 @@ class Actions:
 
 def has_tracking_finalizer(pod: Obj) -> bool:
     return jobs.TRACKING_FINALIZER in as_list(metadata(pod).get("finalizers"))
+
+
+def owning_job_name(pod: Obj) -> str | None:
+    """The name of the batch/v1 Job that controls ``pod``, if one does."""
+    ref = controller_ref(pod)
+    if ref is None or ref.get("kind") != "Job" or ref.get("apiVersion", JOB_API_VERSION) != JOB_API_VERSION:
+        return None
+    return str(ref.get("name") or "") or None
+
+
+def job_of(pod: Obj, named: Obj | None) -> Obj | None:
+    """``named`` (the Job with the name the pod's controller reference gives) if it is the pod's controller:
+    a Job deleted and made again under the same name is another Job, with another UID."""
+    ref = controller_ref(pod)
+    if named is None or ref is None or owning_job_name(pod) is None or ref.get("uid") != uid_of(named):
+        return None
+    return named
+
+
+def releases_orphan(pod: Obj, named: Obj | None) -> bool:
+    """Whether the tracking finalizer comes off ``pod`` outside any Job's sync, as upstream's orphan-pod
+    handling does: no Job controls the pod any more (the GC orphaned it, or its Job is gone or was replaced),
+    or its Job has finished. ``named`` is the Job with the name in the pod's controller reference, if cached.
+
+    A pod controlled by something other than a Job, or by a Job another controller manages, is left alone.
+    """
+    if not has_tracking_finalizer(pod):
+        return False
+    if controller_ref(pod) is None:
+        return True
+    if owning_job_name(pod) is None:
+        return False
+    job = job_of(pod, named)
+    if job is None:
+        return True
+    return jobs.is_managed_by_builtin_controller(job) and jobs.is_finished(job)
 
 
 def _counts_as_failed(pod: Obj, job: Obj) -> bool:
@@ -144,10 +183,15 @@ def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool
         )
         actions.skipped = "unknown completion mode"
         return actions
+    deleting = is_deleting(job)
     if jobs.is_finished(job):
         actions.remove_finalizers = [p for p in owned_pods if has_tracking_finalizer(p)]
-        _ttl(job, now, actions)
+        if not deleting:
+            _ttl(job, now, actions)
         return actions
+    # A Job being deleted (foreground, or orphaning its pods) gets no new pods and holds none back: upstream
+    # releases every pod's tracking finalizer once the Job has a deletionTimestamp.
+    can_manage_pods = can_manage_pods and not deleting
 
     spec = jobs.spec_of(job)
     old_status = jobs.status_of(job)
@@ -283,6 +327,15 @@ def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool
         started = parse_time(status.get("startTime"))
         if not suspended and isinstance(deadline, int) and started is not None:
             actions.requeue((started + timedelta(seconds=deadline) - now).total_seconds())
+
+    if deleting:
+        releasing = {uid_of(p) for p in actions.remove_finalizers}
+        # Finished pods are released once the status above records them; the others count for nothing now.
+        actions.remove_finalizers += [
+            p
+            for p in owned_pods
+            if has_tracking_finalizer(p) and uid_of(p) not in releasing and not _finished(p, job)
+        ]
 
     if status != old_status:
         actions.status = status

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from multiqueue.api.jobs import TRACKING_FINALIZER
 from multiqueue.api.types import JOBS, PODS
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
 
@@ -111,3 +114,41 @@ async def test_job_managed_by_another_controller_gets_no_pods(local_clusters: Cl
     assert foreign_pods == []
     foreign = await client.get(JOBS, "foreign", "default")
     assert not foreign.get("status")
+
+
+RELEASE_WITHIN = 10.0
+
+
+def _tracked(pod: dict[str, Any]) -> bool:
+    return TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or [])
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground", "Orphan"])
+async def test_deleting_a_running_job_releases_its_pods(local_clusters: Clusters, policy: str) -> None:
+    """The Job controller takes its tracking finalizer off the pods of a deleted Job (or, with Orphan, of pods
+    no Job controls any more), so they can go: before, they stayed deleting forever."""
+    client = local_clusters.client()
+    name = f"deleted-{policy.lower()}"
+    await client.create(JOBS, job_body(name, "sleep 300", completions=2, parallelism=2), "default")
+    await local_clusters.wait_for(JOBS, "default", name, lambda j: (j.get("status") or {}).get("ready") == 2)
+    pods, _ = await client.list(PODS, "default", label_selector=f"batch.kubernetes.io/job-name={name}")
+    names = [p["metadata"]["name"] for p in pods]
+    assert len(names) == 2 and all(_tracked(p) for p in pods)
+    await client.delete(JOBS, name, "default", propagation=policy)
+    async with asyncio.timeout(RELEASE_WITHIN):
+        await local_clusters.wait_gone(JOBS, "default", name, within=RELEASE_WITHIN)
+        for pod_name in names:
+            if policy != "Orphan":
+                await local_clusters.wait_gone(PODS, "default", pod_name, within=RELEASE_WITHIN)
+                continue
+            released = await local_clusters.wait_for(
+                PODS,
+                "default",
+                pod_name,
+                lambda p: not _tracked(p) and not p["metadata"].get("ownerReferences"),
+                within=RELEASE_WITHIN,
+            )
+            assert released["status"]["phase"] == "Running", "an orphaned pod keeps running"
+    for pod_name in names if policy == "Orphan" else []:
+        await client.delete(PODS, pod_name, "default")
+        await local_clusters.wait_gone(PODS, "default", pod_name)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from multiqueue.api.jobs import TRACKING_FINALIZER
 from multiqueue.api.types import EVENTS, JOBS, PODS
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
@@ -129,3 +131,56 @@ async def test_a_controller_stopped_and_run_again_picks_up_jobs_made_meanwhile(h
     assert controller.pods.objects("default") == [], "nobody runs Jobs while the controller is stopped"
     harness.task = asyncio.create_task(controller.run())
     await changes.until(lambda: len(controller.pods.objects("default")) == 1)
+
+
+async def _stop(harness: Harness) -> None:
+    harness.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await harness.task
+
+
+@pytest.mark.parametrize("status", ["Running", ["Running"]])
+async def test_a_job_whose_status_is_not_an_object_is_synced_as_if_it_had_none(
+    harness: Harness, status: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await _stop(harness)
+    created = await client.create(JOBS, _job("odd", parallelism=1), "default")
+    await client.update_status(JOBS, {**created, "status": status})
+    await changes.until(lambda: (controller.jobs.get("default/odd") or {}).get("status") == status)
+    caplog.set_level(logging.WARNING, logger="multiqueue.kube.controller")
+    harness.task = asyncio.create_task(controller.run())
+    await changes.until(lambda: len(controller.pods.objects("default")) == 1)
+    await changes.until(
+        lambda: (controller.jobs.get("default/odd") or {}).get("status", {}).get("active") == 1
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "multiqueue.kube.controller"] == []
+
+
+def _finalizers(controller: JobController, key: str) -> list[str] | None:
+    """The finalizers of a cached pod; None while the pod is not in the cache."""
+    pod = controller.pods.get(key)
+    return None if pod is None else list(pod["metadata"].get("finalizers") or [])
+
+
+def _bare_pod(name: str, *owners: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "finalizers": [TRACKING_FINALIZER]}
+    if owners:
+        meta["ownerReferences"] = list(owners)
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+async def test_a_pod_whose_job_was_replaced_under_the_same_name_loses_its_finalizer(harness: Harness) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await client.create(JOBS, _job("reused", parallelism=0), "default")
+    old_job = {"apiVersion": "batch/v1", "kind": "Job", "name": "reused", "uid": "uid-of-the-old-job"}
+    await client.create(PODS, _bare_pod("left-behind", {**old_job, "controller": True}), "default")
+    await changes.until(lambda: _finalizers(controller, "default/left-behind") == [])
+    job = controller.jobs.get("default/reused")
+    assert job is not None and not job.get("status", {}).get("active"), "the new Job did not take the pod"
+
+
+async def test_a_pod_no_job_controls_loses_its_finalizer(harness: Harness) -> None:
+    client, controller, changes = harness.client, harness.controller, harness.changes
+    await client.create(PODS, _bare_pod("stray"), "default")
+    await changes.until(lambda: _finalizers(controller, "default/stray") == [])

@@ -15,7 +15,7 @@ import pytest
 from multiqueue.api import jobs
 from multiqueue.api.jobs import validate_job_status_update
 from multiqueue.api.meta import format_time
-from multiqueue.controllers.job_sync import Actions, decide, pod_for
+from multiqueue.controllers.job_sync import Actions, decide, pod_for, releases_orphan
 from tests.unit.jobfixtures import job
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -318,3 +318,89 @@ def test_success_policy_ends_the_job_early() -> None:
         "Matched rules at index 0",
     )
     assert [p["metadata"]["name"] for p in actions.delete] == [worker["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("status", ["Running", ["a", "b"], 7])
+def test_a_status_that_is_not_an_object_counts_as_none(status: Any) -> None:
+    owner = job(completions=2, parallelism=2)
+    owner["status"] = status
+    actions = run(owner, [])
+    assert len(actions.create) == 2
+    assert actions.status is not None and actions.status["startTime"] == format_time(NOW)
+    assert actions.status["succeeded"] == 0 and actions.status["failed"] == 0
+
+
+def _deleting(owner: dict[str, Any]) -> dict[str, Any]:
+    owner["metadata"]["deletionTimestamp"] = format_time(NOW)
+    owner["metadata"]["finalizers"] = ["foregroundDeletion"]
+    return owner
+
+
+def test_a_job_being_deleted_releases_every_pod_and_makes_none() -> None:
+    owner = _deleting(running_job(completions=4, parallelism=3))
+    running, stopping = pod(owner), pod(owner, deleting=True)
+    done, untracked = pod(owner, "Succeeded", exit_code=0), pod(owner, finalizer=False)
+    actions = run(owner, [running, stopping, done, untracked])
+    assert actions.create == [] and actions.delete == []
+    released = sorted(p["metadata"]["uid"] for p in actions.remove_finalizers)
+    assert released == sorted(p["metadata"]["uid"] for p in (running, stopping, done))
+    assert actions.status is not None
+    uncounted = actions.status["uncountedTerminatedPods"]
+    assert uncounted["succeeded"] == [done["metadata"]["uid"]], "a finished pod is recorded before release"
+    assert uncounted["failed"] == [stopping["metadata"]["uid"]], "a pod deleted before it finished failed"
+
+
+def test_a_finished_job_being_deleted_releases_its_pods_and_skips_its_ttl() -> None:
+    owner = running_job(completions=1, ttlSecondsAfterFinished=0)
+    owner["status"].update(
+        succeeded=1,
+        completionTime=format_time(NOW),
+        conditions=[
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": format_time(NOW)},
+            {"type": "Complete", "status": "True", "lastTransitionTime": format_time(NOW)},
+        ],
+    )
+    straggler = pod(owner, "Succeeded", exit_code=0)
+    assert run(owner, [straggler]).delete_job, "not being deleted: the TTL deletes it"
+    actions = run(_deleting(owner), [straggler])
+    assert not actions.delete_job and actions.requeue_after is None
+    assert [p["metadata"]["uid"] for p in actions.remove_finalizers] == [straggler["metadata"]["uid"]]
+
+
+def _owned_by(
+    owner: dict[str, Any] | None, *, uid: str = "", kind: str = "Job", **meta: Any
+) -> dict[str, Any]:
+    body = pod(job())
+    refs = body["metadata"]["ownerReferences"]
+    refs[0].update(kind=kind, uid=uid or (owner or {}).get("metadata", {}).get("uid", "uid-1"))
+    body["metadata"].update(meta)
+    return body
+
+
+FINISHED = job()
+FINISHED["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+FOREIGN = job(managedBy="example.com/other")
+FOREIGN_FINISHED = job(managedBy="example.com/other")
+FOREIGN_FINISHED["status"] = FINISHED["status"]
+
+ORPHAN_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = [
+    ("its Job is gone", _owned_by(None), None, True),
+    ("another Job now has its Job's name", _owned_by(None, uid="old-uid"), job(), True),
+    ("no owner: the garbage collector orphaned it", _owned_by(None, ownerReferences=[]), None, True),
+    ("owned but not controlled", _owned_by(None, ownerReferences=[{"kind": "Job", "uid": "x"}]), None, True),
+    ("its Job has finished", _owned_by(FINISHED), FINISHED, True),
+    ("its Job runs: its sync decides", _owned_by(job()), job(), False),
+    ("its Job is managed by another controller", _owned_by(FOREIGN), FOREIGN, False),
+    ("a finished Job another controller manages", _owned_by(FOREIGN_FINISHED), FOREIGN_FINISHED, False),
+    ("controlled by something else", _owned_by(None, kind="ReplicaSet"), None, False),
+    ("no tracking finalizer", _owned_by(None, finalizers=["example.com/keep"]), None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod_", "named", "released"), [c[1:] for c in ORPHAN_CASES], ids=[c[0] for c in ORPHAN_CASES]
+)
+def test_orphan_pods_lose_the_tracking_finalizer(
+    pod_: dict[str, Any], named: dict[str, Any] | None, released: bool
+) -> None:
+    assert releases_orphan(pod_, named) is released
