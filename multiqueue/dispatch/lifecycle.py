@@ -30,6 +30,8 @@ from multiqueue.dispatch.placement import Placement, WaitReason, WorkerView, pla
 WORKER_BUSY_RETRY: Final = 1.0
 # Another write got there first, or the cache is behind what the server said: look again soon.
 RETRY_SOON: Final = 0.05
+# A mirror a worker says it has, and our cache does not show yet, is looked for again after this.
+CACHE_WAIT: Final = 0.5
 # A mirror the worker refused is tried there again after this, doubling, up to REJECTED_RETRY_MAX.
 REJECTED_RETRY: Final = 10.0
 REJECTED_RETRY_MAX: Final = 300.0
@@ -197,9 +199,9 @@ def _create(
     user = seen.user
     assert user is not None
     rejection = seen.rejections.get(placed)
-    if rejection is not None and rejection.existing_origin == identity.origin:
-        # Ours after all (created by an earlier sync); the cache has not caught up yet.
-        actions.requeue_after = RETRY_SOON
+    if rejection is not None and rejection.existing_origin == identity.origin and seen.now < rejection.retry_at():
+        # Ours after all (made by an earlier sync, or an old one still going); look again once the cache has it.
+        actions.requeue_after = min(CACHE_WAIT, rejection.retry_at() - seen.now)
         return actions
     if rejection is not None and seen.now < rejection.retry_at():
         # Nothing was created: let the placement go, so the Job waits (or goes elsewhere) with the reason.
@@ -243,7 +245,8 @@ def _redispatch(
     unplaced = copy.deepcopy(user)
     metadata(unplaced).get("labels", {}).pop(CLUSTER_LABEL, None)
     asked = demand(adapter.pod_sets(user))
-    placement = place(unplaced, seen.workers, policy, seen.turn, exclude=lost, demand=asked)
+    refused = frozenset(w for w, r in seen.rejections.items() if seen.now < r.retry_at())
+    placement = place(unplaced, seen.workers, policy, seen.turn, exclude=lost | refused, demand=asked)
     if placement.worker is None:
         assert placement.reason is not None
         message = f"worker {placed} is lost; {placement.message}"

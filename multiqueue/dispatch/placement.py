@@ -131,6 +131,8 @@ def place(
             f"waiting for capacity: {', '.join(missing)}",
             frozenset(w.name for w in active),
         )
+    # A worker whose requests hang gets a Job only when no responsive one fits.
+    fitting = [w for w in fitting if not w.slow] or fitting
     if policy == ROUND_ROBIN:
         return Placement(fitting[turn % len(fitting)].name)
     if policy == ORDERED:

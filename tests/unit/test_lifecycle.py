@@ -14,9 +14,9 @@ from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.lifecycle import (
+    CACHE_WAIT,
     REJECTED_RETRY,
     REJECTED_RETRY_MAX,
-    RETRY_SOON,
     WORKER_BUSY_RETRY,
     Actions,
     Observed,
@@ -240,6 +240,10 @@ def _slow(worker: str, workers: list[WorkerView] = TWO) -> list[WorkerView]:
     return [dataclasses.replace(w, slow=w.name == worker) for w in workers]
 
 
+def _all_slow(workers: list[WorkerView] = TWO) -> list[WorkerView]:
+    return [dataclasses.replace(w, slow=w.active) for w in workers]
+
+
 _PLACED_1 = placed(user_job(), "worker-1")
 _PROGRESS_USER = placed(user_job(completionMode="Indexed", completions=4, parallelism=2), "worker-1")
 _PROGRESS_USER["status"] = {"startTime": T0, "succeeded": 1, "completedIndexes": "0"}
@@ -254,7 +258,7 @@ _STALE["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] = "old-uid"
 @pytest.mark.parametrize(
     ("user", "mirrors", "workers"),
     [
-        pytest.param(user_job(), {}, _slow("worker-1"), id="create-on-placement"),
+        pytest.param(user_job(), {}, _all_slow(), id="create-on-placement"),
         pytest.param(_PLACED_1, {}, _slow("worker-1"), id="create-when-placed"),
         pytest.param(None, {"worker-2": mirror_of(_PLACED_1)}, _slow("worker-2"), id="delete-user-gone"),
         pytest.param(_PLACED_1, {"worker-1": mirror_of(_PLACED_1), "worker-2": mirror_of(_PLACED_1)}, _slow("worker-2"), id="delete-stale-placement"),
@@ -263,7 +267,7 @@ _STALE["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] = "old-uid"
         pytest.param(placed(user_job(suspend=True), "worker-1"), {"worker-1": mirror_of(_PLACED_1)}, _slow("worker-1"), id="suspend"),
         pytest.param(_PROGRESS_USER, {"worker-1": _SEEDING}, _slow("worker-1"), id="seed-progress"),
         pytest.param(_PROGRESS_USER, {"worker-1": _SEEDED}, _slow("worker-1"), id="resume-seeded"),
-        pytest.param(placed(user_job(), "worker-3"), {}, _slow("worker-1", [*TWO, view("worker-3", False, lost=True)]), id="redispatch"),
+        pytest.param(placed(user_job(), "worker-3"), {}, _all_slow([*TWO, view("worker-3", False, lost=True)]), id="redispatch"),
     ],
 )  # fmt: skip
 def test_a_slow_worker_touched_means_look_again_later_and_nothing_else(
@@ -458,14 +462,14 @@ def test_a_refused_mirror_lets_the_placement_go(
 def test_a_mirror_of_ours_already_there_means_the_cache_is_behind() -> None:
     rejection = _rejection(reason="AlreadyExists", existing_origin=US.origin)
     actions = run(placed(user_job(), "worker-1"), rejections={"worker-1": rejection})
-    assert actions == Actions(requeue_after=RETRY_SOON)
+    assert actions == Actions(requeue_after=min(CACHE_WAIT, rejection.retry_at() - NOW))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: lifecycle._create answers RETRY_SOON for an AlreadyExists-of-ours rejection however old, "
-    "so a placed Job whose mirror is really gone is never given one (requeued every 50 ms for ever)",
-)
+def test_a_new_job_goes_to_a_responsive_worker_rather_than_a_slow_one() -> None:
+    assert run(user_job(), workers=_slow("worker-1")).place_on == "worker-2"
+    assert run(user_job(), workers=_slow("worker-2")).place_on == "worker-1"
+
+
 def test_an_old_already_exists_of_ours_does_not_stop_the_mirror_being_created() -> None:
     rejection = _rejection(
         reason="AlreadyExists", existing_origin=US.origin, at=NOW - 10 * REJECTED_RETRY_MAX
@@ -525,11 +529,6 @@ def test_a_pinned_job_refused_by_its_worker_waits_with_that_reason() -> None:
     assert actions.requeue_after == pytest.approx(REJECTED_RETRY - 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: lifecycle._redispatch excludes only lost workers, not those that refused the mirror "
-    "within their back-off (lifecycle._place excludes both)",
-)
 def test_a_redispatch_avoids_a_worker_that_just_refused_the_mirror() -> None:
     workers = [*LOST_1, view("worker-3", load=5)]
     actions = run(_progressed("worker-1"), {}, workers, rejections={"worker-2": _rejection("worker-2")})
