@@ -83,7 +83,6 @@ FAILED_ONLY: Final = "Failed"
 BUILTIN_CONTROLLER: Final = "kubernetes.io/job-controller"
 COMPLETION_INDEX: Final = pods.COMPLETION_INDEX
 INDEX_FAILURE_COUNT: Final = "batch.kubernetes.io/job-index-failure-count"
-INDEX_IGNORED_FAILURE_COUNT: Final = "batch.kubernetes.io/job-index-ignored-failure-count"
 TRACKING_FINALIZER: Final = "batch.kubernetes.io/job-tracking"
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"

@@ -149,10 +149,6 @@ def unsafe_kubeconfig_reason(config_dict: dict[str, Any]) -> str | None:
     return None
 
 
-def contexts(config_dict: dict[str, Any]) -> list[str]:
-    return [str(c.get("name")) for c in config_dict.get("contexts") or [] if isinstance(c, dict)]
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from multiqueue.api.meta import key_of, labels_of, metadata, namespace_of
+from multiqueue.api.meta import key_of, metadata, namespace_of
 from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
@@ -92,9 +92,6 @@ class Informer:
 
     def by_index(self, index: str, value: str) -> list[Obj]:
         return [self._items[k] for k in self._indexes[index].get(value, ()) if k in self._items]
-
-    def by_label(self, label: str, value: str) -> list[Obj]:
-        return [o for o in self._items.values() if labels_of(o).get(label) == value]
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Add a custom index; existing objects are indexed at once."""

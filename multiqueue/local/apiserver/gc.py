@@ -35,8 +35,6 @@ class GarbageCollector:
         self._queue: asyncio.Queue[WorkItem] = asyncio.Queue()
         self._queued: set[WorkItem] = set()
         self._task: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     def start(self) -> None:
         self.store.add_listener(self._on_event)
@@ -49,16 +47,11 @@ class GarbageCollector:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def idle(self) -> None:
-        """Wait until no work is queued (tests use this instead of sleeping)."""
-        await self._idle.wait()
-
     # --- what needs looking at -------------------------------------------------------------------------------
 
     def _enqueue(self, item: WorkItem) -> None:
         if item not in self._queued:
             self._queued.add(item)
-            self._idle.clear()
             self._queue.put_nowait(item)
 
     def _on_event(self, event: Event) -> None:
@@ -115,8 +108,6 @@ class GarbageCollector:
                 log.debug("garbage collector: %s on %s; will see it again on the next event", exc, item)
             except Exception:
                 log.exception("garbage collector failed on %s", item)
-            if self._queue.empty():
-                self._idle.set()
 
     def _rtype(self, key: str) -> ResourceType | None:
         types = self.registry.by_key(key)

@@ -41,12 +41,6 @@ class Registry:
     def strategy(self, rtype: ResourceType) -> Strategy:
         return self._strategies[rtype.key]
 
-    def group_versions(self) -> list[tuple[str, str]]:
-        seen: dict[tuple[str, str], None] = {}
-        for t in self._types.values():
-            seen[(t.group, t.version)] = None
-        return list(seen)
-
     # --- CustomResourceDefinitions ---------------------------------------------------------------------------
 
     def apply_crd(self, crd: dict[str, Any]) -> list[ResourceType]:

@@ -102,11 +102,6 @@ class ApiServer:
         return self._rest
 
     @property
-    def gc(self) -> GarbageCollector:
-        assert self._gc is not None, "server not started"
-        return self._gc
-
-    @property
     def url(self) -> str:
         scheme = "https" if self.config.tls_cert_file is not None else "http"
         return f"{scheme}://{self.config.host}:{self.port}"

@@ -76,14 +76,12 @@ class Watcher:
         self.resource = resource
         self.namespace = namespace
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self.overflowed = False
 
     def _offer(self, event: Event) -> None:
         if self.namespace and event.namespace != self.namespace:
             return
         if self._queue.qsize() >= WATCHER_QUEUE_LIMIT:
             # A consumer this far behind is cut off; it re-lists, as clients do after any broken watch.
-            self.overflowed = True
             self._queue.put_nowait(None)
             self._store._unsubscribe(self)
             return
@@ -111,7 +109,6 @@ class Store:
         self._path = path
         self._objects: dict[str, dict[ObjectKey, Obj]] = collections.defaultdict(dict)
         self._rv = 0
-        self._committed_rv = 0
         self._base_rv = 0  # the resourceVersion at start-up: older events are not in the window
         self._window: collections.deque[Event] = collections.deque(maxlen=max(1, window))
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
@@ -133,7 +130,7 @@ class Store:
         store._loop = asyncio.get_running_loop()
         if path is not None:
             await asyncio.to_thread(store._load)
-        store._committed_rv = store._base_rv = store._rv
+        store._base_rv = store._rv
         store._writer = threading.Thread(target=store._write_loop, name=f"store-writer:{path}", daemon=True)
         store._writer.start()
         return store
@@ -177,9 +174,6 @@ class Store:
 
     def count(self, resource: str) -> int:
         return len(self._objects[resource])
-
-    def namespaces_in_use(self, resource: str) -> set[str]:
-        return {ns for ns, _ in self._objects[resource]}
 
     def by_uid(self, uid: str) -> tuple[str, Obj] | None:
         """The live object with this UID and its resource key, if any."""
@@ -305,7 +299,6 @@ class Store:
                 if not p.done.done():
                     p.done.set_exception(StoreClosed(f"storage failed: {error}"))
                 continue
-            self._committed_rv = p.rv
             self._publish(p.event)
             if not p.done.done():
                 p.done.set_result(None)

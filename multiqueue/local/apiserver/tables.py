@@ -367,11 +367,6 @@ def pod_summary(pod: Obj) -> PodSummary:
     return PodSummary(ready, total, reason, restarts, last_restart)
 
 
-def pod_status(pod: Obj) -> str:
-    """The STATUS column of a pod."""
-    return pod_summary(pod).reason
-
-
 def _pod_cells(pod: Obj, now: datetime) -> list[Any]:
     spec, status = as_dict(pod.get("spec")), as_dict(pod.get("status"))
     summary = pod_summary(pod)
