@@ -137,11 +137,37 @@ def pids_under(folder: Path) -> list[int]:
     return found
 
 
+def _start_ticks(pid: int) -> str | None:
+    """When ``pid`` started (field 22 of /proc/PID/stat), to tell it from a later process with the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def recorded_pids(folder: Path) -> list[int]:
+    """Live processes named by the files called ``pid`` under ``folder`` ("PID [START-TICKS]", as the local
+    kubelet records its containers); a pid whose start time differs belongs to someone else now."""
+    found = []
+    for path in folder.rglob("pid"):
+        try:
+            words = path.read_text().split()
+            pid = int(words[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        started = _start_ticks(pid)
+        if started is not None and (len(words) < 2 or words[1] == started):
+            found.append(pid)
+    return found
+
+
 def kill_processes_under(folder: Path) -> list[int]:
-    """SIGKILL the process group of every process working under ``folder`` (pods of the local kubelet); the pids
-    found. The test's own process group is never touched."""
+    """SIGKILL the process group of every process working under ``folder`` or recorded in a pid file there (pods
+    of the local kubelet); the pids found. The test's own process group is never touched."""
     own = os.getpgrp()
-    found = pids_under(folder)
+    found = sorted(set(pids_under(folder)) | set(recorded_pids(folder) if folder.exists() else []))
     for pid in found:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             group = os.getpgid(pid)
