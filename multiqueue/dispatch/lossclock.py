@@ -78,7 +78,7 @@ class LossClock:
         self.namespace = namespace
         self.pool = pool
         self.queue: WorkQueue[str] = WorkQueue("loss-clock")
-        pool.on_health.append(self.queue.add)
+        pool.on_health.append(lambda name: self.queue.add(name))
 
     async def load(self) -> None:
         """Take over what is recorded: a worker that is unreachable now has been so since the earlier time."""

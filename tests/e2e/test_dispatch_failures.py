@@ -18,6 +18,7 @@ from multiqueue.api.meta import format_time
 from multiqueue.api.types import EVENTS, JOBS, LEASES, NAMESPACES, PODS, PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import LeaderElectionConfig
+from multiqueue.dispatch.lossclock import lease_name, recorded_since
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.dispatch.sweep import garbage
@@ -332,3 +333,32 @@ async def test_a_hung_worker_holds_up_no_other(
         assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
     stuck = await clusters.client().get(JOBS, "stuck-0", "default")
     assert not has_condition("Complete")(stuck)
+
+
+async def test_a_restarted_manager_goes_on_counting_how_long_a_worker_has_been_gone(
+    dispatching_clusters: Clusters,
+) -> None:
+    """The loss clock lives in the management cluster: a new manager (after a crash or a takeover) counts the
+    worker-lost timeout from when the worker really stopped answering, not from its own start."""
+    clusters = dispatching_clusters
+    assert clusters.local is not None
+    manager = await restart_manager(clusters, worker_lost_timeout=600.0)
+    namespace = manager.config.lease_namespace
+    name = lease_name(manager.config.name, "worker-2")
+
+    await clusters.local.stop_server("worker-2")
+    lease = await clusters.wait_for(
+        LEASES, namespace, name, lambda lease: recorded_since(lease) is not None, within=30
+    )
+    recorded = recorded_since(lease)
+    assert recorded is not None
+    manager = await restart_manager(clusters, worker_lost_timeout=600.0)
+    assert manager.dispatcher is not None
+    worker = manager.dispatcher.pool.workers["worker-2"]
+    assert worker.inactive_since == pytest.approx(recorded, abs=0.01)
+    assert [v.lost for v in manager.dispatcher.worker_views() if v.name == "worker-2"] == [False]
+
+    # Back again: the record goes, so a later outage starts a fresh count.
+    await clusters.local.start_server("worker-2")
+    await clusters.wait_for(LEASES, namespace, name, lambda lease: recorded_since(lease) is None, within=30)
+    assert worker.inactive_since is None
