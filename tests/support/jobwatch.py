@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from multiqueue.api.types import JOBS
+from multiqueue.dispatch.mirror import FINALIZER_PREFIX
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
@@ -25,7 +26,6 @@ Obj = dict[str, Any]
 MANAGED_BY = "multiqueue.dev/dispatcher"
 CLUSTER_LABEL = "multiqueue.dev/cluster"
 ORIGIN_LABEL = "multiqueue.dev/origin"
-FINALIZER_PREFIX = "multiqueue.dev/"
 # Between two attempts to watch again after the connection broke (the server may be down for a while).
 RECONNECT_PAUSE = 0.2
 

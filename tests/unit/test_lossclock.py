@@ -51,7 +51,7 @@ def test_a_new_lease_names_the_worker_and_its_manager_and_keeps_what_else_it_had
     assert written is not None
     meta = written["metadata"]
     assert (meta["name"], meta["namespace"], meta["labels"]) == (
-        "mq-worker-1",
+        "mq-worker-worker-1",
         "ns",
         {"multiqueue.dev/origin": "mq"},
     )
