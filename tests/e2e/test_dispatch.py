@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +104,30 @@ async def test_suspend_and_resume_keep_progress(dispatching_clusters: Clusters, 
     assert done["metadata"]["labels"][CLUSTER_LABEL] == worker, "resumed on the same worker, same mirror"
 
 
-async def test_delete_removes_the_mirror(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+async def test_delete_removes_the_mirror_and_its_running_pods(dispatching_clusters: Clusters) -> None:
+    """Deleting a running Job as kubectl does (Background): its mirror and the mirror's pods go within 10 s."""
     clusters = dispatching_clusters
     management = clusters.client()
-    await management.create(JOBS, managed("doomed", "sleep 60"), "default")
+    await management.create(JOBS, managed("doomed", "sleep 60", parallelism=2, completions=2), "default")
     user = await clusters.wait_for(JOBS, "default", "doomed", placed)
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
-    await clusters.wait_for(JOBS, "default", "doomed", lambda j: True, cluster=worker)
+    await clusters.wait_for(
+        JOBS, "default", "doomed", lambda j: (j.get("status") or {}).get("ready") == 2, cluster=worker
+    )
+    pods, _ = await clusters.client(worker).list(
+        PODS, "default", label_selector="batch.kubernetes.io/job-name=doomed"
+    )
+    assert len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+    deleted = time.monotonic()
     await management.delete(JOBS, "doomed", "default", propagation="Background")
-    await clusters.wait_gone(JOBS, "default", "doomed", cluster=worker)
-    await clusters.wait_gone(JOBS, "default", "doomed")
+    for pod in pods:
+        left = 10.0 - (time.monotonic() - deleted)
+        await clusters.wait_gone(
+            PODS, "default", pod["metadata"]["name"], cluster=worker, within=max(left, 0.01)
+        )
+    await clusters.wait_gone(JOBS, "default", "doomed", cluster=worker, within=10.0)
+    await clusters.wait_gone(JOBS, "default", "doomed", within=10.0)
+    print(f"\nrunning pods gone from the worker {time.monotonic() - deleted:.1f} s after the delete")
 
 
 async def test_created_suspended_waits_until_resumed(dispatching_clusters: Clusters) -> None:
@@ -238,47 +253,6 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         await inspect.logs(config, "missing", "default", None)
     gate.touch()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
-
-
-async def test_cronjob_with_a_managed_template_is_dispatched(dispatching_clusters: Clusters) -> None:
-    from multiqueue.api.types import CRONJOBS
-
-    clusters = dispatching_clusters
-    body = {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": "nightly"},
-        "spec": {
-            "schedule": "* * * * *",
-            "jobTemplate": {
-                "spec": {
-                    "managedBy": MANAGED_BY,
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "busybox", "command": ["true"]}],
-                        }
-                    },
-                }
-            },
-        },
-    }
-    await clusters.client().create(CRONJOBS, body, "default")
-    cronjob = await clusters.wait_for(
-        CRONJOBS,
-        "default",
-        "nightly",
-        lambda c: bool((c.get("status") or {}).get("lastSuccessfulTime")),
-        within=90,
-    )
-    assert not (cronjob["status"].get("active") or []), (
-        "the CronJob saw its dispatched Job's Complete condition"
-    )
-    jobs_list, _ = await clusters.client().list(JOBS, "default")
-    created = [j for j in jobs_list if j["metadata"]["name"].startswith("nightly-")]
-    assert created and all(CLUSTER_LABEL in j["metadata"].get("labels", {}) for j in created)
-    local_pods, _ = await clusters.client().list(PODS, "default")
-    assert local_pods == [], "dispatched, not run on the management cluster"
 
 
 async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clusters: Clusters) -> None:
