@@ -1,0 +1,559 @@
+"""The container processes of the local kubelet's ``process`` mode, recorded on disk so that a kubelet that
+restarts (after a crash, a SIGKILL or a clean stop) finds the processes it started instead of starting them again,
+as a real kubelet re-reads its container runtime's state.
+
+A container runs under a small ``/bin/sh`` wrapper (:data:`WRAPPER`) in a session of its own, so it outlives the
+kubelet. The wrapper records its own pid and start time (field 22 of ``/proc/<pid>/stat``: a reused pid is never
+taken for ours), runs the command, and when the command ends writes its exit code atomically (rename), whether or
+not a kubelet is alive by then.
+
+Layout under a pod's folder ``<log_dir>/<namespace>/<pod>/`` (directories 0700, files 0600)::
+
+    containers/<pod uid>/pod.json                   node, namespace, name, uid and startedAt of the pod
+    containers/<pod uid>/<container>/record.json    the latest attempt: {"attempt": n, "state": "starting", ...}
+    containers/<pod uid>/<container>/<n>/pid        "<pid> <start ticks>" (the wrapper), or "abandoned" (a kubelet)
+    containers/<pod uid>/<container>/<n>/exit       "<exit code>" (the wrapper, when the command ended)
+
+The kubelet writes ``record.json`` before it starts attempt ``n``. The pid file is created exclusively (O_EXCL) by
+whichever comes first: the wrapper, which then runs the command, or a kubelet that finds a "starting" record and
+no pid file, which then reports the container as lost. A wrapper that starts after that finds the file taken and
+exits without running anything, so one attempt never runs twice.
+
+The functions and methods here that are not coroutines do blocking file I/O (or fork): the kubelet calls them
+through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+# $1: the attempt's folder, $2: mv, $3: the working directory, then the command. Variables are prefixed so that
+# none of the container's environment variables (which the shell exports) is overwritten; traps, `set -C` and the
+# umask are reset before the command runs; `exec` runs programs only, never a shell builtin. The TERM trap makes
+# the wrapper outlive a SIGTERM to the process group long enough to record the command's exit code (143 when
+# SIGTERM ended it).
+WRAPPER: Final = """set -f
+_mq_dir=$1
+_mq_mv=$2
+_mq_cwd=$3
+shift 3
+cd /
+_mq_umask=$(umask)
+umask 077
+_mq_ticks() { local IFS=' '; set -- $1; _mq_start=${20}; }
+read -r _mq_stat < /proc/$$/stat || exit 126
+_mq_ticks "${_mq_stat##*) }"
+set -C
+{ echo "$$ $_mq_start" > "$_mq_dir/pid"; } 2>/dev/null || exit 125
+set +C
+trap : TERM
+(umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@")
+_mq_code=$?
+echo "$_mq_code" > "$_mq_dir/exit.tmp" && "$_mq_mv" -f "$_mq_dir/exit.tmp" "$_mq_dir/exit"
+exit "$_mq_code"
+"""
+WRAPPER_NAME: Final = "multiqueue-container"
+ABANDONED: Final = "abandoned"
+LOST_EXIT_CODE: Final = 137
+# How long a pid file may stay half-written (the wrapper writes one line right after creating it).
+_PID_WRITE_WAIT: Final = 2.0
+_SAFE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Children started here that nobody watches any more (their kubelet stopped, this process goes on): reaped by a
+# later spawn once they have ended.
+_DETACHED: Final[set[int]] = set()
+
+
+# --- what the records show, and what to do about it --------------------------------------------------------------
+
+
+class Seen(enum.Enum):
+    """What the records and /proc show of a container's latest attempt."""
+
+    NOTHING = "nothing"  # no record: no kubelet ever decided to start it
+    NEVER_RAN = "never-ran"  # a record says "starting", but no process ran (the kubelet stopped in between)
+    RUNNING = "running"  # its process runs (same pid, same start time)
+    EXITED = "exited"  # its command ended; the exit code is recorded
+    VANISHED = "vanished"  # its process ran and is gone without an exit code (SIGKILL, say)
+
+
+@dataclass(frozen=True)
+class Observation:
+    seen: Seen
+    attempt: int = 0  # the latest attempt, from 1; 0 when none was recorded
+    exit_code: int | None = None
+    pid: int | None = None
+    start_ticks: int | None = None
+    started_at: str | None = None  # when the kubelet started the attempt (RFC 3339)
+    finished_at: datetime | None = None  # when the exit code was written
+
+
+@dataclass(frozen=True)
+class PodState:
+    """What the API says of the pod a container belongs to."""
+
+    restart_policy: str = "Never"
+    deleting: bool = False
+    terminal: bool = False
+    gone: bool = False  # no pod with this uid in the API any more
+    reported_started: bool = False  # the pod's status shows this container started before
+
+
+class Step(enum.Enum):
+    START = "start"  # run the first attempt
+    ADOPT = "adopt"  # the process runs: wait for it and report its end
+    RESTART = "restart"  # it failed and the restart policy runs it again (a new attempt)
+    DONE = "done"  # it ended: report the recorded exit code
+    UNKNOWN = "unknown"  # it cannot be located: report it terminated, ContainerStatusUnknown, exit code 137
+    KILL = "kill"  # it runs for a pod that is gone, deleted or finished: stop it
+    NOTHING = "nothing"  # no process and no pod to run it for
+
+
+def decide(seen: Observation, pod: PodState) -> Step:
+    """The kubelet's next step for one container. A container that may have run is never started again under
+    restartPolicy Never (or Always, which the local kubelet treats as Never: pods here are batch work)."""
+    if pod.gone or pod.deleting or pod.terminal:
+        return Step.KILL if seen.seen is Seen.RUNNING else Step.NOTHING
+    if seen.seen is Seen.RUNNING:
+        return Step.ADOPT
+    if seen.seen is Seen.NOTHING and not pod.reported_started:
+        return Step.START
+    if seen.seen is Seen.EXITED and seen.exit_code == 0:
+        return Step.DONE
+    # It failed, or it cannot be located (which counts as a failure, exit code 137).
+    if pod.restart_policy == "OnFailure":
+        return Step.RESTART
+    return Step.DONE if seen.seen is Seen.EXITED else Step.UNKNOWN
+
+
+# --- records --------------------------------------------------------------------------------------------------------
+
+
+def safe_name(name: str, index: int, *, init: bool = False) -> str:
+    """A container's folder name: its name when that is a DNS label (as the API requires), else its index; init
+    containers get the prefix "init." (a dot is in no DNS label, so no container's name can look the same)."""
+    plain = name if _SAFE_NAME.fullmatch(name) and len(name) <= 63 else f"unnamed.{index}"
+    return f"init.{plain}" if init else plain
+
+
+class PodRecords:
+    """The records of one pod (one uid) under its folder."""
+
+    def __init__(self, pod_folder: Path, uid: str) -> None:
+        self.pod_folder = pod_folder
+        self.root = pod_folder / "containers" / uid
+        self.uid = uid
+
+    def begin(self, node: str, namespace: str, name: str, now: str) -> str:
+        """Make the pod's folders and record its start the first time; return the recorded start."""
+        log_dir = self.pod_folder.parent.parent
+        make_private_dirs(log_dir, namespace, name, "containers", self.uid)
+        make_private_dirs(self.pod_folder, "work")
+        pod_file = self.root / "pod.json"
+        recorded = read_json(pod_file)
+        if recorded is not None and isinstance(recorded.get("startedAt"), str):
+            return str(recorded["startedAt"])
+        write_private(
+            pod_file,
+            json.dumps(
+                {"node": node, "namespace": namespace, "name": name, "uid": self.uid, "startedAt": now}
+            ),
+        )
+        return now
+
+    def container(self, folder_name: str) -> ContainerRecord:
+        return ContainerRecord(self.root / folder_name)
+
+    def recorded(self, node: str | None = None) -> list[Recorded]:
+        """This pod's containers, with what their latest attempts show."""
+        return _recorded_pod(self.root / "pod.json", node)
+
+
+class ContainerRecord:
+    """The attempts of one container of one pod."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def run_dir(self, attempt: int) -> Path:
+        return self.folder / str(attempt)
+
+    def start(self, attempt: int, now: str) -> Path:
+        """Record that ``attempt`` is about to start; return the folder its wrapper records into."""
+        make_private_dirs(self.folder.parent, self.folder.name, str(attempt))
+        write_private(
+            self.folder / "record.json",
+            json.dumps({"attempt": attempt, "state": "starting", "startedAt": now}),
+        )
+        return self.run_dir(attempt)
+
+    def fail_to_start(self, attempt: int, code: int) -> None:
+        """The wrapper could not be started: take the attempt's pid file and record ``code`` as its end."""
+        run = self.run_dir(attempt)
+        _claim_or_read(run / "pid")
+        write_private(run / "exit", f"{code}\n")
+
+    def observe(self) -> Observation:
+        """What the latest attempt shows. A "starting" record without a pid file is claimed here, so the attempt's
+        wrapper, should it start after all, runs nothing."""
+        record = read_json(self.folder / "record.json")
+        if record is None:
+            return Observation(Seen.NOTHING)
+        try:
+            attempt = int(record["attempt"])
+        except (KeyError, TypeError, ValueError):
+            return Observation(Seen.NOTHING)
+        started_at = record.get("startedAt") if isinstance(record.get("startedAt"), str) else None
+        run = self.run_dir(attempt)
+        parsed: tuple[int, int] | None = None
+        exited = _read_exit(run / "exit")
+        if exited is not None:
+            with contextlib.suppress(OSError):
+                parsed = _parse_pid((run / "pid").read_text(encoding="utf-8").strip())
+            pid, ticks = parsed if parsed is not None else (None, None)
+            return Observation(
+                Seen.EXITED, attempt, exited[0], pid, ticks, started_at=started_at, finished_at=exited[1]
+            )
+        text = _claim_or_read(run / "pid")
+        parsed = _parse_pid(text)
+        if parsed is None:
+            return Observation(Seen.NEVER_RAN, attempt, started_at=started_at)
+        pid, ticks = parsed
+        if is_alive(pid, ticks):
+            return Observation(Seen.RUNNING, attempt, pid=pid, start_ticks=ticks, started_at=started_at)
+        exited = _read_exit(run / "exit")  # it may have ended since the first look
+        if exited is not None:
+            return Observation(
+                Seen.EXITED, attempt, exited[0], pid, ticks, started_at=started_at, finished_at=exited[1]
+            )
+        return Observation(Seen.VANISHED, attempt, pid=pid, start_ticks=ticks, started_at=started_at)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One container found in the records of a log folder, with what its latest attempt shows."""
+
+    node: str
+    namespace: str
+    name: str
+    uid: str
+    container: str
+    observation: Observation
+
+
+def recorded(log_dir: Path, node: str | None = None) -> list[Recorded]:
+    """Every container recorded under ``log_dir`` (for pods of ``node`` when given)."""
+    found: list[Recorded] = []
+    for pod_file in sorted(log_dir.glob("*/*/containers/*/pod.json")):
+        found += _recorded_pod(pod_file, node)
+    return found
+
+
+def _recorded_pod(pod_file: Path, node: str | None) -> list[Recorded]:
+    pod = read_json(pod_file)
+    if pod is None or (node is not None and pod.get("node") != node):
+        return []
+    return [
+        Recorded(
+            str(pod.get("node", "")),
+            str(pod.get("namespace", "")),
+            str(pod.get("name", "")),
+            str(pod.get("uid", "")),
+            record_file.parent.name,
+            ContainerRecord(record_file.parent).observe(),
+        )
+        for record_file in sorted(pod_file.parent.glob("*/record.json"))
+    ]
+
+
+def kill_recorded(log_dir: Path, node: str | None = None) -> int:
+    """SIGKILL the process group of every container recorded as running under ``log_dir``; return how many. For
+    tearing down for good what a stopped (or SIGKILLed) ``local up`` left running: tests, scripts."""
+    killed = 0
+    for entry in recorded(log_dir, node):
+        seen = entry.observation
+        if seen.seen is Seen.RUNNING and seen.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(seen.pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+# --- processes ------------------------------------------------------------------------------------------------------
+
+
+class ContainerProcess:
+    """A container's wrapper process, started by this kubelet or adopted from the records, watched through a
+    pidfd (so the event loop never blocks and the process need not be our child). Nothing here kills it unless
+    asked: a kubelet that stops leaves it running."""
+
+    def __init__(self, pid: int, start_ticks: int, pidfd: int, child: bool) -> None:
+        self.pid = pid
+        self.start_ticks = start_ticks
+        self._pidfd = pidfd
+        self._child = child  # ours to reap
+        self._future: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters = 0
+        self._reopening = asyncio.Lock()
+        self.ended = False
+
+    @classmethod
+    def adopt(cls, pid: int, start_ticks: int) -> ContainerProcess | None:
+        """The process ``pid`` if it still runs and is the one recorded (same start time); else None."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        # The pidfd pins this pid to one process: check that process is ours.
+        if not is_alive(pid, start_ticks):
+            os.close(pidfd)
+            return None
+        return cls(pid, start_ticks, pidfd, child=False)
+
+    async def wait(self) -> None:
+        """Until the process ends. Cancelling one waiter leaves the others (and the process) alone."""
+        if self._pidfd < 0 and not self.ended:
+            async with self._reopening:
+                if self._pidfd < 0 and not self.ended and not await asyncio.to_thread(self._reopen):
+                    self._finish()
+        if self.ended:
+            return
+        loop = asyncio.get_running_loop()
+        if self._future is None:
+            self._loop = loop
+            self._future = loop.create_future()
+            loop.add_reader(self._pidfd, self._on_exit)
+        future = self._future
+        self._waiters += 1
+        try:
+            await asyncio.shield(future)
+        finally:
+            self._waiters -= 1
+            if self._waiters == 0 and not self.ended:
+                self._unwatch()
+
+    def signal_group(self, signum: int) -> None:
+        """Signal the process group (the wrapper, the command and whatever the command started)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+    def close(self) -> None:
+        """Stop watching, unless someone waits (the process goes on either way)."""
+        if self._waiters == 0:
+            self._unwatch()
+
+    def _reopen(self) -> bool:
+        """Watch again after nobody did for a while: the same process, if it still runs."""
+        if self._pidfd >= 0:
+            return True
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            return False
+        if not self._child and not is_alive(self.pid, self.start_ticks):
+            os.close(self._pidfd)
+            self._pidfd = -1
+            return False
+        return True
+
+    def _on_exit(self) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        self.ended = True
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+        self._unwatch()
+        if self._child:
+            _reap(self.pid)  # it has ended: this does not block
+            self._child = False
+
+    def _unwatch(self) -> None:
+        if not self.ended and self._child:
+            _DETACHED.add(self.pid)
+            self._child = False
+        if self._future is not None and self._loop is not None and self._pidfd >= 0:
+            with contextlib.suppress(ValueError, RuntimeError):
+                self._loop.remove_reader(self._pidfd)
+        if self._future is not None and not self._future.done():
+            self._future.cancel()
+        self._future = None
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+
+def spawn(run_dir: Path, argv: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> ContainerProcess:
+    """Start ``argv`` under the wrapper in a session of its own, recording into ``run_dir``, output appended to
+    ``log_path``. posix_spawn, not subprocess.Popen: the child is left running when its kubelet stops, which a
+    Popen object takes for a leak; this module reaps it."""
+    for pid in list(_DETACHED):
+        if _reap(pid):
+            _DETACHED.discard(pid)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", WRAPPER, WRAPPER_NAME, str(run_dir), _mv(), str(cwd), *argv],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                (os.POSIX_SPAWN_DUP2, log_fd, 2),
+            ],
+            setsid=True,
+            # As subprocess does: Python ignores these, and an ignored signal would stay ignored in the command.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    finally:
+        os.close(log_fd)
+    pidfd = os.pidfd_open(pid)  # our child, not reaped yet: the pid cannot have been reused
+    stat = _proc_stat(pid)
+    return ContainerProcess(pid, stat[1] if stat else 0, pidfd, child=True)
+
+
+def _reap(pid: int) -> bool:
+    """Reap our child ``pid`` if it has ended; whether it is gone."""
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return reaped == pid
+
+
+async def stop_processes(processes: Iterable[ContainerProcess], grace: float) -> None:
+    """SIGTERM each process group, wait up to ``grace`` seconds for them to end, SIGKILL those left."""
+    running = [p for p in processes if not p.ended]
+    if not running:
+        return
+    for process in running:
+        process.signal_group(signal.SIGTERM)
+    waits = [asyncio.ensure_future(p.wait()) for p in running]
+    try:
+        _, pending = await asyncio.wait(waits, timeout=max(grace, 0.0))
+        for process in running:
+            if not process.ended:
+                process.signal_group(signal.SIGKILL)
+        if pending:
+            await asyncio.wait(pending)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+# --- files ----------------------------------------------------------------------------------------------------------
+
+
+def make_private_dirs(base: Path, *parts: str) -> Path:
+    """``base/parts...``, each missing level made with mode 0700 (``base`` included)."""
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = base
+    for part in parts:
+        path = path / part
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write atomically (a temporary file renamed over the old one), mode 0600."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_alive(pid: int, start_ticks: int) -> bool:
+    """Whether ``pid`` runs (not a zombie) and started at ``start_ticks`` (field 22 of /proc/<pid>/stat)."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat[1] == start_ticks and stat[0] not in ("Z", "X")
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of ``pid``, or None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    try:
+        return fields[0], int(fields[19])  # fields 3 and 22 of proc(5)
+    except (IndexError, ValueError):
+        return None
+
+
+def _claim_or_read(path: Path) -> str | None:
+    """The pid file's complete line; when there is none, take the file ("abandoned") before a wrapper can.
+    None when it stays half-written (its wrapper died writing it, before running anything)."""
+    deadline = time.monotonic() + _PID_WRITE_WAIT
+    while True:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue  # the wrapper came first: read what it wrote
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(f"{ABANDONED}\n")
+            return ABANDONED
+        if text.endswith("\n"):
+            return text.strip()
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)  # in a worker thread: the wrapper is between creating the file and writing its line
+
+
+def _parse_pid(text: str | None) -> tuple[int, int] | None:
+    if text is None or text == ABANDONED:
+        return None
+    try:
+        pid, ticks = (int(part) for part in text.split())
+    except ValueError:
+        return None
+    return (pid, ticks) if pid > 0 else None
+
+
+def _read_exit(path: Path) -> tuple[int, datetime] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        finished = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return None
+    try:
+        return int(text.strip()), finished
+    except ValueError:
+        return None
+
+
+@functools.cache
+def _mv() -> str:
+    return shutil.which("mv") or "/bin/mv"
