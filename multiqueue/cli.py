@@ -141,7 +141,10 @@ async def _serve_local(config: LocalConfig, state_dir: Path) -> int:
         if runner is not None:
             await runner.cleanup()
         await clusters.stop()
-    print("local clusters stopped")
+    print(
+        "local clusters stopped; pods still running go on, and the next `multiqueue local up` with this "
+        "state directory takes them over"
+    )
     return 0
 
 

@@ -78,7 +78,11 @@ class ClusterComponents:
                 runners.append(controller.run())
         self._tasks = [asyncio.create_task(_logged(r, self.cluster.name)) for r in runners]
 
-    async def stop(self) -> None:
+    async def stop(self, stop_pods: bool = False) -> None:
+        """Stop the controllers and the kubelet. Pod processes go on running (a restarted kubelet adopts them, as
+        a real node's containers outlive its kubelet) unless ``stop_pods``."""
+        if stop_pods and self.kubelet is not None:
+            await self.kubelet.stop_all_pods()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

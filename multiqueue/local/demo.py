@@ -96,4 +96,4 @@ async def run_demo(state_dir: Path | None, say: Callable[[str], None], within: f
         )
         return outcome == "Complete"
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)

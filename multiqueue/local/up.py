@@ -89,7 +89,11 @@ class LocalClusters:
         assert self.config.manager is not None
         client = self.components[self.config.manager.management].client
         assert client is not None, "the cluster's components start before the manager"
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.manager_config().namespace}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.manager_config().namespace},
+        }
         with contextlib.suppress(AlreadyExists):
             await client.create(NAMESPACES, body)
 
@@ -122,12 +126,13 @@ class LocalClusters:
             }
         )
 
-    async def stop(self) -> None:
+    async def stop(self, stop_pods: bool = False) -> None:
+        """Stop everything; pod processes go on running for the next ``local up`` to adopt, unless ``stop_pods``."""
         if self.manager is not None:
             await self.manager.stop()
             self.manager = None
         for components in reversed(list(self.components.values())):
-            await components.stop()
+            await components.stop(stop_pods)
         self.components.clear()
         for server in reversed(list(self.servers.values())):
             await server.stop()

@@ -90,7 +90,7 @@ async def main() -> None:
         dispatch_delays = list(dispatcher.metrics.dispatch_latency)
         spread = dict(dispatcher.metrics.dispatched)
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)
     record(
         "dispatch",
         {

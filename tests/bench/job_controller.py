@@ -66,7 +66,7 @@ async def _scenario(jobs: list[dict[str, Any]], pods_total: int) -> dict[str, An
         controller_requests = sum(client.requests.values())  # the controller's client also wrote the Jobs
         kubelet_requests = sum(components.kubelet_client.requests.values())
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)
     return {
         "seconds_to_complete": round(elapsed, 2),
         "pods_per_s": round(pods_total / elapsed, 1),

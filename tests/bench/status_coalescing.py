@@ -68,7 +68,7 @@ async def main() -> None:
         try:
             figures = await _measure(clusters)
         finally:
-            await clusters.stop()
+            await clusters.stop(stop_pods=True)
     record("status_coalescing", figures)
 
 

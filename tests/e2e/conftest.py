@@ -171,7 +171,7 @@ async def local_clusters(
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
         yield Clusters(clients, clusters.kubeconfig_path)
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ async def dispatching_clusters(
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
         yield Clusters(clients, clusters.kubeconfig_path, clusters)
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)
 
 
 def condition(obj: Obj, type_: str) -> Obj | None:

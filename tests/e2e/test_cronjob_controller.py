@@ -78,7 +78,7 @@ async def scheduled(e2e_provider: str, tmp_path: Path) -> AsyncIterator[Schedule
         controller, clock = _on_fake_clock(local)
         yield Scheduled(Clusters(clients, local.kubeconfig_path, local), controller, clock)
     finally:
-        await local.stop()
+        await local.stop(stop_pods=True)
 
 
 def cronjob_body(name: str, command: str, **spec: Any) -> Obj:

@@ -333,7 +333,8 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
     base = clusters.local.manager.config
     await clusters.local.manager.stop()
     clusters.local.manager = None
-    await clusters.client().create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    # local up made the manager's namespace, as deploy/ does on a real cluster; the Lease lives there.
+    await clusters.client().get(NAMESPACES, "multiqueue-system")
     election = base.leader_election.model_copy(
         update={"enabled": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.2}
     )

@@ -211,7 +211,7 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
     dispatcher = manager.dispatcher
     assert dispatcher is not None
     management = clusters.client()
-    await management.create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    await management.get(NAMESPACES, "multiqueue-system")  # local up makes the manager's namespace
     await management.create(JOBS, managed("early", "true"), "default")
     waiting = await wait_for_event(management, "early", "Pending")
     assert waiting["message"] == "no worker"
@@ -260,7 +260,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
     only :meth:`Dispatcher.collect_garbage` can delete anything."""
     clusters = dispatching_clusters
     management = clusters.client()
-    await management.create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    await management.get(NAMESPACES, "multiqueue-system")  # local up makes the manager's namespace
     await management.create(
         LEASES,
         {

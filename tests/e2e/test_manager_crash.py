@@ -81,7 +81,7 @@ async def simulated_clusters(tmp_path: Path) -> AsyncIterator[LocalClusters]:
         clusters.manager = None
         yield clusters
     finally:
-        await clusters.stop()
+        await clusters.stop(stop_pods=True)
 
 
 async def test_manager_killed_at_random_points_loses_nothing_and_runs_nothing_twice(
