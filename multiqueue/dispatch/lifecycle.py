@@ -199,7 +199,11 @@ def _create(
     user = seen.user
     assert user is not None
     rejection = seen.rejections.get(placed)
-    if rejection is not None and rejection.existing_origin == identity.origin and seen.now < rejection.retry_at():
+    if (
+        rejection is not None
+        and rejection.existing_origin == identity.origin
+        and seen.now < rejection.retry_at()
+    ):
         # Ours after all (made by an earlier sync, or an old one still going); look again once the cache has it.
         actions.requeue_after = min(CACHE_WAIT, rejection.retry_at() - seen.now)
         return actions
