@@ -17,7 +17,7 @@ import collections
 import heapq
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -175,14 +175,3 @@ class WorkQueue(Generic[K]):
                 self.add(entry[2])
         self._schedule_timer()
         self._note_state()
-
-
-async def run_workers(
-    queue: WorkQueue[K],
-    handler: Callable[[K], Awaitable[None]],
-    workers: int,
-) -> None:
-    """Deprecated: :func:`multiqueue.kube.controller.reconcile`, kept until its last callers move to it."""
-    from multiqueue.kube.controller import reconcile  # controller imports this module
-
-    await reconcile(queue, handler, workers)

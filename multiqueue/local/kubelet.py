@@ -41,9 +41,10 @@ from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
 from multiqueue.api.types import NODES, PODS, Obj
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.workqueue import WorkQueue, run_workers
+from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local import containers
 from multiqueue.local.containers import (
     ContainerProcess,
@@ -149,7 +150,7 @@ class LocalKubelet:
         try:
             if self.mode == "process":
                 await self._sweep()
-            await run_workers(self.queue, self.sync, workers=8)
+            await reconcile(self.queue, self.sync, 8)
         finally:
             await self._let_go()
 

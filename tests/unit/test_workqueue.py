@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from multiqueue.kube.controller import reconcile
-from multiqueue.kube.workqueue import ShutDown, WorkQueue, run_workers
+from multiqueue.kube.workqueue import ShutDown, WorkQueue
 
 SOON = 0.02
 LATER = 60.0  # never reached in a test: a key handed out within the timeout was not delayed by it
@@ -99,29 +99,6 @@ async def test_shut_down_releases_waiting_workers() -> None:
         pass
     else:
         raise AssertionError("get() must raise ShutDown after shut_down()")
-
-
-async def test_run_workers_is_reconcile_with_handlers_that_return_nothing() -> None:
-    """run_workers stays until its last callers move to reconcile: a failing handler is retried."""
-    queue: WorkQueue[str] = WorkQueue("t", base_delay=0.001)
-    attempts = 0
-    done = asyncio.Event()
-
-    async def handler(key: str) -> None:
-        nonlocal attempts
-        attempts += 1
-        if attempts < 3:
-            raise RuntimeError("transient")
-        done.set()
-
-    workers = asyncio.create_task(run_workers(queue, handler, workers=1))
-    queue.add("a")
-    async with asyncio.timeout(5):
-        await done.wait()
-    queue.shut_down()
-    await workers
-    assert attempts == 3
-    assert queue.requeues("a") == 0
 
 
 # --- add_after: one waiting entry per key, the earliest due wins ------------------------------------------------
