@@ -256,8 +256,8 @@ def _status(args: argparse.Namespace) -> int:
     )
     print()
     _print_table(
-        ["JOB", "WORKER", "STATE", "COMPLETIONS", "AGE"],
-        [[j.key, j.worker, j.state, j.completions, _format_age(j.age_seconds)] for j in jobs_rows],
+        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "AGE"],
+        [[j.kind, j.key, j.worker, j.state, j.completions, _format_age(j.age_seconds)] for j in jobs_rows],
     )
     return 0
 

@@ -12,7 +12,9 @@ from typing import Any
 from multiqueue.api import jobs
 from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
 from multiqueue.api.types import JOBS, PODS, SECRETS, Obj
+from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
+from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
 from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
 from multiqueue.kube.client import KubeClient
@@ -30,6 +32,7 @@ class WorkerRow:
 
 @dataclasses.dataclass
 class JobRow:
+    kind: str
     key: str
     worker: str
     state: str
@@ -95,24 +98,36 @@ async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worke
     return found
 
 
-def _state(job: Obj) -> str:
-    if jobs.is_complete(job):
-        return "Complete"
-    if jobs.is_failed(job):
-        return "Failed"
-    if jobs.is_suspended(job):
+def _state(adapter: GenericJob, job: Obj) -> str:
+    if adapter.is_finished(job):
+        if adapter.resource != JOBS:
+            return "Finished"
+        return "Complete" if jobs.is_complete(job) else "Failed"
+    if adapter.is_suspended(job):
         return "Suspended"
     if CLUSTER_LABEL not in labels_of(job):
         return "Waiting"
     return "Running"
 
 
+def _completions(adapter: GenericJob, job: Obj) -> str:
+    if adapter.resource != JOBS:
+        return "-"
+    done = int(jobs.status_of(job).get("succeeded") or 0)
+    return f"{done}/{jobs.completions(job) or 1}"
+
+
 async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
     if worker.refused:
         return WorkerRow(worker.name, f"False ({worker.refused})", 0, worker.labels)
+    running = 0
     try:
         async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
-            mirrors, _ = await client.list(JOBS, label_selector=f"{ORIGIN_LABEL}={config.name}")
+            for adapter in _adapters(config):
+                mirrors, _ = await client.list(
+                    adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}"
+                )
+                running += sum(1 for m in mirrors if not adapter.is_finished(m))
     except Unauthorized:
         return WorkerRow(worker.name, "False (Unauthorized)", 0, worker.labels)
     except Forbidden:
@@ -121,34 +136,38 @@ async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
         return WorkerRow(worker.name, "False (BadKubeConfig)", 0, worker.labels)
     except (KubeError, OSError):
         return WorkerRow(worker.name, "False (ClientConnectionFailed)", 0, worker.labels)
-    running = sum(1 for m in mirrors if not jobs.is_finished(m))
     return WorkerRow(worker.name, "True", running, worker.labels)
 
 
 async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
-    """Workers with their health and load, and every Job this manager handles."""
+    """Workers with their health and load, and every Job (of every configured kind) this manager handles."""
     async with _connect(config.management, "management") as client:
         known = await _workers(config, client)
-        items, _ = await client.list(JOBS)
+        listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
     workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
     now = datetime.now(UTC)
     rows = []
-    for job in items:
-        if jobs.managed_by(job) != config.managed_by:
-            continue
-        created = parse_time(metadata(job).get("creationTimestamp")) or now
-        total = jobs.completions(job)
-        done = int(jobs.status_of(job).get("succeeded") or 0)
-        rows.append(
-            JobRow(
-                key=f"{namespace_of(job)}/{metadata(job).get('name')}",
-                worker=labels_of(job).get(CLUSTER_LABEL, "-"),
-                state=_state(job),
-                completions=f"{done}/{total}" if total is not None else f"{done}/1",
-                age_seconds=(now - created).total_seconds(),
+    for adapter, items in listed:
+        for job in items:
+            if adapter.managed_by(job) != config.managed_by:
+                continue
+            created = parse_time(metadata(job).get("creationTimestamp")) or now
+            rows.append(
+                JobRow(
+                    kind=adapter.resource.kind,
+                    key=f"{namespace_of(job)}/{metadata(job).get('name')}",
+                    worker=labels_of(job).get(CLUSTER_LABEL, "-"),
+                    state=_state(adapter, job),
+                    completions=_completions(adapter, job),
+                    age_seconds=(now - created).total_seconds(),
+                )
             )
-        )
-    return list(workers), sorted(rows, key=lambda r: r.key)
+    return list(workers), sorted(rows, key=lambda r: (r.kind, r.key))
+
+
+def _adapters(config: ManagerConfig) -> list[GenericJob]:
+    """One adapter for each kind the manager dispatches."""
+    return [ADAPTERS[kind]() for kind in config.kinds]
 
 
 class LogsError(Exception):

@@ -235,8 +235,8 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
     workers, rows = await inspect.status(config)
     assert {w.name: w.running for w in workers}[worker] == 1
-    assert [(r.key, r.worker, r.state, r.completions) for r in rows] == [
-        ("default/chatty", worker, "Running", "0/2")
+    assert [(r.kind, r.key, r.worker, r.state, r.completions) for r in rows] == [
+        ("Job", "default/chatty", worker, "Running", "0/2")
     ]
     # Follow each pod's log until its first line is there, then read the logs as a person would.
     worker_client = clusters.client(worker)

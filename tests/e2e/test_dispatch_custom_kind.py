@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
+from multiqueue import telemetry
 from multiqueue.api.types import CRDS
+from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL
@@ -26,13 +29,17 @@ def _established(crd: dict[str, Any]) -> bool:
     return has_condition("Established")(crd)
 
 
-async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_clusters: Clusters) -> None:
-    clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
+async def _with_jobgroups(clusters: Clusters) -> None:
     crd = yaml.safe_load((EXAMPLES / "jobgroup-crd.yaml").read_text())
     for name in ("management", "worker-1", "worker-2"):
         await clusters.client(name).create(CRDS, crd)
         await clusters.wait_for(CRDS, "", crd["metadata"]["name"], _established, cluster=name)
+
+
+async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    await _with_jobgroups(clusters)
     config = clusters.local.manager.config.model_copy(update={"kinds": ["Job", "JobGroup"]})
     await clusters.local.manager.stop()
     clusters.local.manager = Manager(config)
@@ -49,6 +56,13 @@ async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_cl
     mirror = await clusters.wait_for(JOBGROUPS, "default", "trainer", lambda g: True, cluster=worker)
     assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
     assert "managedBy" not in mirror["spec"] and mirror["spec"]["suspend"] is False
+
+    # `multiqueue status` counts it: a row of its kind, and a Job running on its worker.
+    workers, rows = await inspect.status(config)
+    assert [(r.kind, r.key, r.worker, r.state) for r in rows] == [
+        ("JobGroup", "default/trainer", worker, "Running")
+    ]
+    assert {w.name: w.running for w in workers}[worker] == 1
 
     await management.patch(JOBGROUPS, "trainer", {"spec": {"suspend": True}}, "default")
     await clusters.wait_for(
@@ -68,3 +82,33 @@ async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_cl
     assert done["metadata"]["uid"] == created["metadata"]["uid"]
     await clusters.wait_gone(JOBGROUPS, "default", "trainer", cluster=worker)
     await clusters.wait_for(JOBGROUPS, "default", "trainer", lambda g: not g["metadata"].get("finalizers"))
+
+
+async def test_a_manager_of_jobgroups_alone_becomes_ready_and_counts_them(
+    dispatching_clusters: Clusters,
+) -> None:
+    clusters = dispatching_clusters
+    assert clusters.local is not None and clusters.local.manager is not None
+    await _with_jobgroups(clusters)
+    config = clusters.local.manager.config.model_copy(update={"kinds": ["JobGroup"]})
+    await clusters.local.manager.stop()
+    manager = clusters.local.manager = Manager(config)
+    await manager.start()
+    metrics = telemetry.Metrics()
+    metrics.observe_manager(manager)
+    runner, url = await telemetry.serve(manager, metrics, "127.0.0.1:0")
+    try:
+        await clusters.client().create(
+            JOBGROUPS, yaml.safe_load((EXAMPLES / "jobgroup.yaml").read_text()), "default"
+        )
+        await clusters.wait_for(
+            JOBGROUPS, "default", "trainer", lambda g: CLUSTER_LABEL in (g["metadata"].get("labels") or {})
+        )
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/readyz") as response:
+                assert (response.status, await response.text()) == (200, "ok")
+            async with http.get(f"{url}/metrics") as response:
+                text = await response.text()
+        assert 'multiqueue_managed_jobs{state="active"} 1.0' in text
+    finally:
+        await runner.cleanup()
