@@ -11,13 +11,19 @@ import contextlib
 import logging
 from typing import Any
 
-from multiqueue.api.meta import as_list, labels_of, metadata, namespace_of
+from multiqueue.api.meta import annotations_of, as_list, labels_of, metadata, namespace_of
 from multiqueue.api.types import NAMESPACES, Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.lifecycle import RETRY_SOON, WORKER_BUSY_RETRY, Actions, Rejection
 from multiqueue.dispatch.metrics import DispatcherMetrics
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, PROGRESS_ANNOTATION, Identity
+from multiqueue.dispatch.mirror import (
+    CLUSTER_LABEL,
+    ORIGIN_LABEL,
+    PROGRESS_ANNOTATION,
+    REQUESTED_CLUSTER_ANNOTATION,
+    Identity,
+)
 from multiqueue.dispatch.workers import WorkerBusy, WorkerPool
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooManyRequests
@@ -123,13 +129,19 @@ class Executor:
         finalizers = list(
             dict.fromkeys([*as_list(metadata(user).get("finalizers")), self.identity.finalizer])
         )
-        return {"metadata": {"finalizers": finalizers, "labels": {CLUSTER_LABEL: worker}}}
+        meta: dict[str, Any] = {"finalizers": finalizers, "labels": {CLUSTER_LABEL: worker}}
+        pinned = labels_of(user).get(CLUSTER_LABEL)
+        if pinned is not None:
+            meta["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: pinned}
+        return {"metadata": meta}
 
     def _release_patch(self, user: Obj, unplace: bool) -> Obj:
         remaining = [f for f in as_list(metadata(user).get("finalizers")) if f != self.identity.finalizer]
         meta: dict[str, Any] = {"finalizers": remaining or None}
-        if unplace and CLUSTER_LABEL in labels_of(user):
-            meta["labels"] = {CLUSTER_LABEL: None}
+        if unplace:
+            # The user's pin (if the Job had one) is what the label says again; the placement goes.
+            meta["labels"] = {CLUSTER_LABEL: annotations_of(user).get(REQUESTED_CLUSTER_ANNOTATION)}
+            meta["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: None}
         return {"metadata": meta}
 
     async def _patch_user(self, adapter: GenericJob, user: Obj, patch: Obj) -> Obj:
@@ -168,7 +180,7 @@ class Executor:
         self.rejections.setdefault(key, {})[worker] = Rejection(
             worker, reason, error.message, self.pool.clock(), attempts, existing_origin
         )
-        log.info("worker %s refused the mirror of %s/%s: %s", worker, key[0], key[1], error)
+        log.info("worker %s answered %s to creating the mirror of %s/%s", worker, reason, key[0], key[1])
         raise _Stop(0)
 
     async def delete_mirror(self, adapter: GenericJob, worker: str, mirror: Obj) -> None:

@@ -19,6 +19,9 @@ ORIGIN_LABEL: Final = "multiqueue.dev/origin"
 ORIGIN_UID_ANNOTATION: Final = "multiqueue.dev/origin-uid"
 CLUSTER_LABEL: Final = "multiqueue.dev/cluster"
 CLUSTER_SELECTOR_ANNOTATION: Final = "multiqueue.dev/cluster-selector"
+# On the user's Job while it is placed: the worker the user pinned it to, if any (the cluster label then says where
+# it runs). Letting a placement go puts the pin back rather than removing it.
+REQUESTED_CLUSTER_ANNOTATION: Final = "multiqueue.dev/requested-cluster"
 # On a mirror created to go on from where the user's Job stands: the status it must start from (JSON). The mirror
 # stays suspended until its status holds that progress; the annotation goes when it is let run.
 PROGRESS_ANNOTATION: Final = "multiqueue.dev/progress"
@@ -61,7 +64,7 @@ def strip_for_mirror(obj: Obj, origin: str) -> Obj:
     annotations = {
         k: v
         for k, v in annotations_of(obj).items()
-        if k != "kubectl.kubernetes.io/last-applied-configuration"
+        if k not in ("kubectl.kubernetes.io/last-applied-configuration", REQUESTED_CLUSTER_ANNOTATION)
     }
     annotations[ORIGIN_UID_ANNOTATION] = str(meta.get("uid", ""))
     kept["annotations"] = annotations

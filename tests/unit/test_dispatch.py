@@ -10,7 +10,13 @@ import pytest
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.generic import StatusRefused
 from multiqueue.dispatch.lifecycle import Actions, Observed, decide
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
+from multiqueue.dispatch.mirror import (
+    CLUSTER_LABEL,
+    ORIGIN_LABEL,
+    ORIGIN_UID_ANNOTATION,
+    REQUESTED_CLUSTER_ANNOTATION,
+    Identity,
+)
 from multiqueue.dispatch.placement import WaitReason, WorkerView, place
 from tests.unit.jobfixtures import T0, T1, job
 
@@ -40,6 +46,7 @@ def placed(body: dict[str, Any], worker: str = "worker-2") -> dict[str, Any]:
 
 def test_mirror_is_a_fresh_job_for_the_worker() -> None:
     user = placed(user_job())
+    user["metadata"]["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: "worker-2"}  # the user's pin, kept
     mirror = ADAPTER.build_mirror(user, "multiqueue")
     assert "managedBy" not in mirror["spec"] and "ttlSecondsAfterFinished" not in mirror["spec"]
     assert "selector" not in mirror["spec"]
