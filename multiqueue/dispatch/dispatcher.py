@@ -166,7 +166,8 @@ class Dispatcher:
         if not self._relevant(kind, user):
             return
         key = (kind, key_of(user))
-        self.metrics.seen(key)
+        if not self.settings.identity.holds(user) and not self.adapters[kind].is_finished(user):
+            self.metrics.seen(key)  # dispatch latency counts from here
         adapter = self.adapters[kind]
         worker = labels_of(user).get(CLUSTER_LABEL)
         holding = (

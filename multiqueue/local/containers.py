@@ -16,8 +16,8 @@ Layout under a pod's folder ``<log_dir>/<namespace>/<pod>/`` (directories 0700, 
 
 The kubelet writes ``record.json`` before it starts attempt ``n``. The pid file is created exclusively (O_EXCL) by
 whichever comes first: the wrapper, which then runs the command, or a kubelet that finds a "starting" record and
-no pid file, which then reports the container as lost. A wrapper that starts after that finds the file taken and
-exits without running anything, so one attempt never runs twice.
+no pid file, which then starts a new attempt (the abandoned one never ran). A wrapper that starts after that finds
+the file taken and exits without running anything, so one attempt never runs twice.
 
 The functions and methods here that are not coroutines do blocking file I/O (or fork): the kubelet calls them
 through ``asyncio.to_thread``.
@@ -131,6 +131,9 @@ def decide(seen: Observation, pod: PodState) -> Step:
     if seen.seen is Seen.RUNNING:
         return Step.ADOPT
     if seen.seen is Seen.NOTHING and not pod.reported_started:
+        return Step.START
+    if seen.seen is Seen.NEVER_RAN:
+        # Its pid file is taken ("abandoned"), so that attempt can never run: a new one is the first run.
         return Step.START
     if seen.seen is Seen.EXITED and seen.exit_code == 0:
         return Step.DONE

@@ -66,7 +66,6 @@ _FIELD_REF: Final = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 # What upstream's kubelet says of a container it cannot find (kubelet_pods.go), in our words per case.
 _LOST_MESSAGES: Final = {
-    Seen.NEVER_RAN: "The container could not be located: the kubelet stopped while starting it, and it never ran",
     Seen.VANISHED: "The container could not be located: its process ended without recording an exit code",
     Seen.NOTHING: "The container could not be located: the kubelet has no record of it",
 }

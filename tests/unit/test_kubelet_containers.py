@@ -46,7 +46,8 @@ VANISHED = Observation(Seen.VANISHED, attempt=1, pid=10, start_ticks=5)
     [
         # A pod to run, restartPolicy Never: whatever may have run is never started again.
         (NOTHING, NEVER, Step.START),
-        (NEVER_RAN, NEVER, Step.UNKNOWN),
+        # An attempt that never ran (its pid file taken by a later kubelet) is started anew: its first run.
+        (NEVER_RAN, NEVER, Step.START),
         (RUNNING, NEVER, Step.ADOPT),
         (EXITED_0, NEVER, Step.DONE),
         (EXITED_3, NEVER, Step.DONE),
@@ -54,12 +55,12 @@ VANISHED = Observation(Seen.VANISHED, attempt=1, pid=10, start_ticks=5)
         # No record, but the API shows the container started (records lost): not started again.
         (NOTHING, NEVER_REPORTED, Step.UNKNOWN),
         # Always behaves as Never here.
-        (NEVER_RAN, ALWAYS, Step.UNKNOWN),
+        (NEVER_RAN, ALWAYS, Step.START),
         (EXITED_3, ALWAYS, Step.DONE),
         # OnFailure: a failure, or a container that cannot be located, is restarted.
         (NOTHING, ON_FAILURE, Step.START),
         (NOTHING, ON_FAILURE_REPORTED, Step.RESTART),
-        (NEVER_RAN, ON_FAILURE, Step.RESTART),
+        (NEVER_RAN, ON_FAILURE, Step.START),
         (RUNNING, ON_FAILURE, Step.ADOPT),
         (EXITED_0, ON_FAILURE, Step.DONE),
         (EXITED_3, ON_FAILURE, Step.RESTART),
