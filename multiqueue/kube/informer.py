@@ -9,26 +9,25 @@ workers read the cache. One informer serves everyone who needs the same resource
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import dataclasses
 import logging
 import random
-from collections.abc import Callable, Iterable
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
-from multiqueue.api.meta import key_of, metadata, namespace_of
+from multiqueue.api.meta import key_of, metadata
 from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
+from multiqueue.kube.indexer import NAMESPACE_INDEX, Indexer, IndexFunc
 
 log = logging.getLogger(__name__)
 
-IndexFunc = Callable[[Obj], Iterable[str]]
 AddHandler = Callable[[Obj], None]
 UpdateHandler = Callable[[Obj, Obj], None]
 DeleteHandler = Callable[[Obj], None]
 
-NAMESPACE_INDEX: Final = "namespace"
 RELIST_BACKOFF_MAX: Final = 30.0
 
 
@@ -46,6 +45,41 @@ class Handlers:
         self.on_delete = on_delete
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Selection:
+    """What one informer lists and watches; also the key under which :class:`InformerFactory` shares it."""
+
+    resource: Resource
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+
+class _Health:
+    """Whether the cache has synced and whether the last LIST or WATCH failed: how callers tell that a cluster
+    is unreachable. ``changed`` is set whenever ``healthy`` flips; waiters clear it."""
+
+    def __init__(self) -> None:
+        self.synced = asyncio.Event()
+        self.last_error: Exception | None = None
+        self.changed = asyncio.Event()
+
+    @property
+    def healthy(self) -> bool:
+        return self.synced.is_set() and self.last_error is None
+
+    def failed(self, exc: Exception) -> None:
+        if self.last_error is None:
+            self.changed.set()
+        self.last_error = exc
+
+    def listed(self) -> None:
+        if self.last_error is not None or not self.synced.is_set():
+            self.changed.set()
+        self.last_error = None
+        self.synced.set()
+
+
 class Informer:
     def __init__(
         self,
@@ -58,73 +92,70 @@ class Informer:
         watch_timeout: int = 300,
     ) -> None:
         self.client = client
-        self.resource = resource
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
+        self.selection = Selection(resource, namespace, label_selector, field_selector)
         self.watch_timeout = watch_timeout
-        self._items: dict[str, Obj] = {}
-        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: lambda o: [namespace_of(o)]}
-        self._indexes: dict[str, dict[str, set[str]]] = collections.defaultdict(
-            lambda: collections.defaultdict(set)
-        )
+        self._cache = Indexer()
         self._handlers: list[Handlers] = []
-        self._synced = asyncio.Event()
+        self._health = _Health()
         self._task: asyncio.Task[None] | None = None
         self.resource_version = ""
         self.relists = 0  # how often the informer had to LIST again (tests and metrics read it)
-        # Why the last LIST or WATCH failed, until one succeeds again: how callers tell a cluster is unreachable.
-        self.last_error: Exception | None = None
-        self.health_changed = asyncio.Event()  # set whenever ``healthy`` flips; waiters clear it
 
     # --- cache -----------------------------------------------------------------------------------------------
 
     def get(self, key: str) -> Obj | None:
-        return self._items.get(key)
+        return self._cache.get(key)
 
     def objects(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:
-            return list(self._items.values())
-        return self.by_index(NAMESPACE_INDEX, namespace)
+            return self._cache.objects()
+        return self._cache.by_index(NAMESPACE_INDEX, namespace)
 
     def keys(self) -> list[str]:
-        return list(self._items)
+        return self._cache.keys()
 
     def by_index(self, index: str, value: str) -> list[Obj]:
-        return [self._items[k] for k in self._indexes[index].get(value, ()) if k in self._items]
+        return self._cache.by_index(index, value)
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Add a custom index; existing objects are indexed at once."""
-        self._indexers[name] = func
-        for key, obj in self._items.items():
-            for value in func(obj):
-                self._indexes[name][value].add(key)
+        self._cache.add_index(name, func)
 
     def add_handlers(self, handlers: Handlers) -> None:
         """Register change handlers; objects already cached are replayed as adds."""
         self._handlers.append(handlers)
         if handlers.on_add is not None:
-            for obj in list(self._items.values()):
+            for obj in self._cache.objects():
                 handlers.on_add(obj)
 
     @property
     def has_synced(self) -> bool:
-        return self._synced.is_set()
+        return self._health.synced.is_set()
 
     @property
     def healthy(self) -> bool:
         """Synced, and the last LIST or WATCH did not fail."""
-        return self.has_synced and self.last_error is None
+        return self._health.healthy
+
+    @property
+    def last_error(self) -> Exception | None:
+        """Why the last LIST or WATCH failed, until one succeeds again."""
+        return self._health.last_error
+
+    @property
+    def health_changed(self) -> asyncio.Event:
+        """Set whenever ``healthy`` flips; waiters clear it."""
+        return self._health.changed
 
     async def wait_for_sync(self) -> None:
-        await self._synced.wait()
+        await self._health.synced.wait()
 
     # --- running ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(
-                self._run(), name=f"informer:{self.client.name}:{self.resource.plural}"
+                self._run(), name=f"informer:{self.client.name}:{self.selection.resource.plural}"
             )
 
     async def stop(self) -> None:
@@ -146,46 +177,51 @@ class Informer:
                     failures = 0
                 await self._watch()
             except Gone:
-                log.info("%s/%s: watch window expired; listing again", self.client.name, self.resource.plural)
+                log.info(
+                    "%s/%s: watch window expired; listing again",
+                    self.client.name,
+                    self.selection.resource.plural,
+                )
                 need_list = True
             except (KubeError, ValueError) as exc:
-                if self.last_error is None:
-                    self.health_changed.set()
-                self.last_error = exc
+                self._health.failed(exc)
                 failures += 1
                 need_list = True
                 delay = min(RELIST_BACKOFF_MAX, 0.2 * 2 ** min(failures, 10)) * (0.5 + random.random() / 2)
                 log.warning(
-                    "%s/%s: %s; listing again in %.1fs", self.client.name, self.resource.plural, exc, delay
+                    "%s/%s: %s; listing again in %.1fs",
+                    self.client.name,
+                    self.selection.resource.plural,
+                    exc,
+                    delay,
                 )
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
+        selection = self.selection
         items, rv = await self.client.list(
-            self.resource,
-            self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
+            selection.resource,
+            selection.namespace,
+            label_selector=selection.label_selector,
+            field_selector=selection.field_selector,
         )
         self.relists += 1
         fresh = {key_of(obj): obj for obj in items}
-        for key in [k for k in self._items if k not in fresh]:
+        for key in [k for k in self._cache if k not in fresh]:
             self._delete(key)
         for key, obj in fresh.items():
             self._upsert(key, obj)
         self.resource_version = rv
-        if self.last_error is not None or not self._synced.is_set():
-            self.health_changed.set()
-        self.last_error = None
-        self._synced.set()
+        self._health.listed()
 
     async def _watch(self) -> None:
+        selection = self.selection
         async for event in self.client.watch(
-            self.resource,
-            self.namespace,
+            selection.resource,
+            selection.namespace,
             resource_version=self.resource_version,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
+            label_selector=selection.label_selector,
+            field_selector=selection.field_selector,
             timeout_seconds=self.watch_timeout,
         ):
             kind = event.get("type")
@@ -205,14 +241,10 @@ class Informer:
     # --- store updates ---------------------------------------------------------------------------------------
 
     def _upsert(self, key: str, obj: Obj) -> None:
-        old = self._items.get(key)
+        old = self._cache.get(key)
         if old is not None and metadata(old).get("resourceVersion") == metadata(obj).get("resourceVersion"):
             return
-        self._unindex(key, old)
-        self._items[key] = obj
-        for name, func in self._indexers.items():
-            for value in func(obj):
-                self._indexes[name][value].add(key)
+        self._cache.put(key, obj)
         for handlers in self._handlers:
             try:
                 if old is None:
@@ -224,10 +256,9 @@ class Informer:
                 log.exception("informer handler failed for %s", key)
 
     def _delete(self, key: str, final: Obj | None = None) -> None:
-        old = self._items.pop(key, None)
+        old = self._cache.pop(key)
         if old is None:
             return
-        self._unindex(key, old)
         for handlers in self._handlers:
             if handlers.on_delete is not None:
                 try:
@@ -235,24 +266,13 @@ class Informer:
                 except Exception:
                     log.exception("informer delete handler failed for %s", key)
 
-    def _unindex(self, key: str, obj: Obj | None) -> None:
-        if obj is None:
-            return
-        for name, func in self._indexers.items():
-            for value in func(obj):
-                members = self._indexes[name].get(value)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del self._indexes[name][value]
-
 
 class InformerFactory:
     """One informer per (resource, namespace, selectors) on a cluster, shared by every controller that asks."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._informers: dict[tuple[Any, ...], Informer] = {}
+        self._informers: dict[Selection, Informer] = {}
 
     def informer(
         self,
@@ -262,7 +282,7 @@ class InformerFactory:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> Informer:
-        key = (resource, namespace, label_selector, field_selector)
+        key = Selection(resource, namespace, label_selector, field_selector)
         if key not in self._informers:
             self._informers[key] = Informer(
                 self.client, resource, namespace, label_selector=label_selector, field_selector=field_selector
