@@ -5,7 +5,8 @@
   that worker is done, so no change is ever missed and no two workers race on one object.
 - A key scheduled for later (``add_after``) waits there once: a second ``add_after`` can only bring it earlier,
   as client-go's delaying queue does, so a burst of changes coalesced through ``add_after`` is handled once.
-- Failed keys come back after a per-key exponential back-off (5 ms doubling to 1000 s); success forgets it.
+- Failed keys come back after a per-key exponential back-off (5 ms doubling to 1000 s); success forgets it
+  (:class:`multiqueue.kube.ratelimit.ExponentialBackoff`).
 
 The loop that takes keys from the queue and runs a sync on each is :func:`multiqueue.kube.controller.reconcile`.
 """
@@ -17,35 +18,90 @@ import collections
 import heapq
 import itertools
 import time
-from collections.abc import Hashable
-from typing import Final, Generic, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from multiqueue.kube.ratelimit import BASE_DELAY, MAX_DELAY, ExponentialBackoff
 
 K = TypeVar("K", bound=Hashable)
-
-BASE_DELAY: Final = 0.005
-MAX_DELAY: Final = 1000.0
 
 
 class ShutDown(Exception):
     """The queue is shut down: workers should return."""
 
 
+class _Delays(Generic[K]):
+    """Keys due later (client-go's delaying queue): one live entry per key, released by one timer at the first
+    due time. Moving a key earlier pushes a new heap entry; the old one is stale and skipped when it comes up."""
+
+    def __init__(self, release: Callable[[list[K]], None]) -> None:
+        self._release = release  # called on the event loop with the keys that came due
+        self._heap: list[tuple[float, int, K]] = []  # (due, sequence, key)
+        self._due: dict[K, tuple[float, int]] = {}  # per key, the (due, sequence) of its live entry
+        self._sequence = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._due)
+
+    def schedule(self, key: K, due: float) -> None:
+        """Release ``key`` at monotonic time ``due``, unless it is already due at that time or earlier."""
+        current = self._due.get(key)
+        if current is not None and current[0] <= due:
+            return
+        sequence = next(self._sequence)
+        self._due[key] = (due, sequence)
+        heapq.heappush(self._heap, (due, sequence, key))
+        if self._heap[0][1] == sequence:  # the new first due: the timer must fire sooner
+            self._schedule_timer()
+
+    def remaining(self, key: K) -> float | None:
+        current = self._due.get(key)
+        return None if current is None else max(0.0, current[0] - time.monotonic())
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._due.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _live(self, entry: tuple[float, int, K]) -> bool:
+        due, sequence, key = entry
+        return self._due.get(key) == (due, sequence)
+
+    def _schedule_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        while self._heap and not self._live(self._heap[0]):
+            heapq.heappop(self._heap)
+        if not self._heap:
+            self._timer = None
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._heap[0][0] - time.monotonic())
+        self._timer = loop.call_later(delay, self._release_due)
+
+    def _release_due(self) -> None:
+        now = time.monotonic()
+        released: list[K] = []
+        while self._heap and self._heap[0][0] <= now:
+            entry = heapq.heappop(self._heap)
+            if self._live(entry):
+                del self._due[entry[2]]
+                released.append(entry[2])
+        self._schedule_timer()
+        self._release(released)
+
+
 class WorkQueue(Generic[K]):
     def __init__(self, name: str = "", base_delay: float = BASE_DELAY, max_delay: float = MAX_DELAY) -> None:
         self.name = name
-        self.base_delay = base_delay
-        self.max_delay = max_delay
+        self._backoff: ExponentialBackoff[K] = ExponentialBackoff(base_delay, max_delay)
         self._queue: collections.deque[K] = collections.deque()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
-        self._failures: collections.Counter[K] = collections.Counter()
-        # add_after: a heap of (due, sequence, key) and, per key, the (due, sequence) of its one live entry.
-        # Moving a key earlier pushes a new entry; the old one is stale and skipped when it comes up.
-        self._waiting: list[tuple[float, int, K]] = []
-        self._due: dict[K, tuple[float, int]] = {}
-        self._sequence = itertools.count()
+        self._delays: _Delays[K] = _Delays(self._add_due)
         self._wakeup = asyncio.Event()
-        self._timer: asyncio.TimerHandle | None = None
         self._shutting_down = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -56,7 +112,7 @@ class WorkQueue(Generic[K]):
     @property
     def busy(self) -> bool:
         """Keys are queued, in progress or scheduled."""
-        return bool(self._queue or self._processing or self._due)
+        return bool(self._queue or self._processing or self._delays)
 
     async def join(self) -> None:
         """Wait until nothing is queued, in progress or scheduled."""
@@ -89,32 +145,21 @@ class WorkQueue(Generic[K]):
             return
         if self._shutting_down or key in self._dirty:
             return
-        due = time.monotonic() + delay
-        current = self._due.get(key)
-        if current is not None and current[0] <= due:
-            return
-        sequence = next(self._sequence)
-        self._due[key] = (due, sequence)
-        heapq.heappush(self._waiting, (due, sequence, key))
-        if self._waiting[0][1] == sequence:  # the new first due: the timer must fire sooner
-            self._schedule_timer()
+        self._delays.schedule(key, time.monotonic() + delay)
         self._note_state()
 
     def waiting(self, key: K) -> float | None:
         """Seconds until ``key`` is added by an earlier ``add_after``, or None when it is not waiting."""
-        current = self._due.get(key)
-        return None if current is None else max(0.0, current[0] - time.monotonic())
+        return self._delays.remaining(key)
 
     def add_rate_limited(self, key: K) -> None:
-        failures = self._failures[key]
-        self._failures[key] += 1
-        self.add_after(key, min(self.max_delay, self.base_delay * (2**failures)))
+        self.add_after(key, self._backoff.when(key))
 
     def forget(self, key: K) -> None:
-        self._failures.pop(key, None)
+        self._backoff.forget(key)
 
     def requeues(self, key: K) -> int:
-        return self._failures[key]
+        return self._backoff.requeues(key)
 
     async def get(self) -> K:
         """The next key to work on; raises :class:`ShutDown` once the queue is shut down and drained."""
@@ -142,36 +187,10 @@ class WorkQueue(Generic[K]):
     def shut_down(self) -> None:
         self._shutting_down = True
         self._queue.clear()
-        self._waiting.clear()
-        self._due.clear()
-        if self._timer is not None:
-            self._timer.cancel()
+        self._delays.clear()
         self._wakeup.set()
 
-    # --- delayed adds ----------------------------------------------------------------------------------------
-
-    def _live(self, entry: tuple[float, int, K]) -> bool:
-        due, sequence, key = entry
-        return self._due.get(key) == (due, sequence)
-
-    def _schedule_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        while self._waiting and not self._live(self._waiting[0]):
-            heapq.heappop(self._waiting)
-        if not self._waiting:
-            self._timer = None
-            return
-        loop = asyncio.get_running_loop()
-        delay = max(0.0, self._waiting[0][0] - time.monotonic())
-        self._timer = loop.call_later(delay, self._release_due)
-
-    def _release_due(self) -> None:
-        now = time.monotonic()
-        while self._waiting and self._waiting[0][0] <= now:
-            entry = heapq.heappop(self._waiting)
-            if self._live(entry):
-                del self._due[entry[2]]
-                self.add(entry[2])
-        self._schedule_timer()
+    def _add_due(self, keys: list[K]) -> None:
+        for key in keys:
+            self.add(key)
         self._note_state()
