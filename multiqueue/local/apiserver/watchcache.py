@@ -1,0 +1,137 @@
+"""The watch side of a local API server's store: committed events, the bounded window a watch may resume from,
+and the open watches and listeners they are fanned out to (upstream's watch cache).
+
+Events arrive here only after their commit, in resourceVersion order; a watch that asks for a resourceVersion
+older than the window gets :class:`Expired` (the server's 410).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+from multiqueue.api.meta import metadata
+from multiqueue.api.types import Obj
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW: Final = 20_000
+WATCHER_QUEUE_LIMIT: Final = 50_000
+
+
+class Expired(Exception):
+    """The requested resourceVersion is older than the watch window (HTTP 410 Gone, reason Expired)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    type: str  # ADDED, MODIFIED or DELETED
+    resource: str
+    obj: Obj
+    rv: int
+    # The object before this change (None for ADDED): lets the garbage collector see removed owner references.
+    old: Obj | None = None
+
+    @property
+    def namespace(self) -> str:
+        return str(metadata(self.obj).get("namespace") or "")
+
+
+class Watcher:
+    """One open watch: events matching its resource and namespace, queued until the handler sends them."""
+
+    def __init__(self, cache: WatchCache, resource: str, namespace: str | None) -> None:
+        self._cache = cache
+        self.resource = resource
+        self.namespace = namespace
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    def _offer(self, event: Event) -> None:
+        if self.namespace and event.namespace != self.namespace:
+            return
+        if self._queue.qsize() >= WATCHER_QUEUE_LIMIT:
+            # A consumer this far behind is cut off; it re-lists, as clients do after any broken watch.
+            self._queue.put_nowait(None)
+            self._cache._unsubscribe(self)
+            return
+        self._queue.put_nowait(event)
+
+    def _end(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def next(self) -> Event | None:
+        """The next event, or None once the watch has ended."""
+        return await self._queue.get()
+
+    def close(self) -> None:
+        self._cache._unsubscribe(self)
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while (event := await self.next()) is not None:
+            yield event
+
+
+class WatchCache:
+    """The last ``window`` committed events of every resource, and who is told of the next ones."""
+
+    def __init__(self, window: int = DEFAULT_WINDOW) -> None:
+        self._window: collections.deque[Event] = collections.deque(maxlen=max(1, window))
+        self._base_rv = 0  # the resourceVersion at start-up: older events are not in the window
+        self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
+        self._listeners: list[Callable[[Event], None]] = []
+
+    def start_at(self, rv: int) -> None:
+        """The store holds everything up to ``rv`` and no event of it: watches may start there."""
+        self._base_rv = rv
+
+    @property
+    def oldest_watchable(self) -> int:
+        """Watches may start from this resourceVersion or any later one."""
+        if len(self._window) == self._window.maxlen:
+            return self._window[0].rv - 1
+        return self._base_rv
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        """Called with every committed event of every resource."""
+        self._listeners.append(listener)
+
+    def watch(self, resource: str, namespace: str | None, since: int) -> tuple[Watcher, list[Event]]:
+        """A watcher for events after ``since`` and the already-committed events it must send first.
+
+        Raises :class:`Expired` when ``since`` is older than the window.
+        """
+        if since < self.oldest_watchable:
+            raise Expired(f"too old resource version: {since} ({self.oldest_watchable + 1})")
+        backlog = [
+            e
+            for e in self._window
+            if e.rv > since and e.resource == resource and (not namespace or e.namespace == namespace)
+        ]
+        watcher = Watcher(self, resource, namespace)
+        self._watchers[resource].add(watcher)
+        return watcher, backlog
+
+    def publish(self, event: Event) -> None:
+        """Record a committed event and hand it to every watcher of its resource and every listener."""
+        self._window.append(event)
+        for watcher in list(self._watchers.get(event.resource, ())):
+            watcher._offer(event)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("store listener failed on %s %s", event.type, event.resource)
+
+    def end_all(self) -> None:
+        """End every open watch (the store is closing)."""
+        for watchers in list(self._watchers.values()):
+            for watcher in list(watchers):
+                watcher._end()
+        self._watchers.clear()
+
+    def _unsubscribe(self, watcher: Watcher) -> None:
+        self._watchers[watcher.resource].discard(watcher)
