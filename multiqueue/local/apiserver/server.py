@@ -25,8 +25,7 @@ from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import discovery, openapi, tables
-from multiqueue.local.apiserver.crds import CrdController
-from multiqueue.local.apiserver.gc import GarbageCollector
+from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
@@ -80,10 +79,7 @@ class ApiServer:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.registry = Registry()
         self.metrics = RequestMetrics()
-        self._store: Store | None = None
-        self._rest: Rest | None = None
-        self._gc: GarbageCollector | None = None
-        self._crds: CrdController | None = None
+        self._backend: Backend | None = None  # from start() on
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
@@ -93,13 +89,13 @@ class ApiServer:
 
     @property
     def store(self) -> Store:
-        assert self._store is not None, "server not started"
-        return self._store
+        assert self._backend is not None, "server not started"
+        return self._backend.store
 
     @property
     def rest(self) -> Rest:
-        assert self._rest is not None, "server not started"
-        return self._rest
+        assert self._backend is not None, "server not started"
+        return self._backend.rest
 
     @property
     def url(self) -> str:
@@ -108,12 +104,7 @@ class ApiServer:
 
     async def start(self) -> None:
         path = self.config.state_dir / "objects.db" if self.config.state_dir is not None else None
-        self._store = await Store.open(path, self.config.watch_window)
-        self._rest = Rest(self._store, self.registry, self.clock)
-        self._crds = CrdController(self._store, self.registry, self._rest, self.clock)
-        self._crds.start()
-        self._gc = GarbageCollector(self._store, self.registry, self._rest)
-        self._gc.start()
+        self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock)
         await self._bootstrap()
         app = web.Application(client_max_size=MAX_BODY + 1024, middlewares=[self._middleware])
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -138,12 +129,8 @@ class ApiServer:
             task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._gc is not None:
-            await self._gc.stop()
-        if self._crds is not None:
-            await self._crds.stop()
-        if self._store is not None:
-            await self._store.close()
+        if self._backend is not None:
+            await self._backend.close()
 
     async def _bootstrap(self) -> None:
         namespaces = self.registry.lookup("", "v1", "namespaces")
@@ -194,7 +181,7 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         if path in ("/healthz", "/livez", "/readyz"):
-            ready = self._store is not None and not self._stopping.is_set()
+            ready = self._backend is not None and not self._stopping.is_set()
             return web.Response(text="ok" if ready else "shutting down", status=200 if ready else 503)
         if path == "/version":
             return _json(discovery.version_info())

@@ -1,0 +1,42 @@
+"""What a local API server serves, behind its HTTP face: the store, the REST semantics over it, and the
+controllers that run beside it (CustomResourceDefinitions, garbage collection). Opened and closed as one, so the
+HTTP layer holds one thing that is either there or not."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from multiqueue.local.apiserver.crds import CrdController
+from multiqueue.local.apiserver.gc import GarbageCollector
+from multiqueue.local.apiserver.registry import Registry
+from multiqueue.local.apiserver.rest import Rest
+from multiqueue.local.apiserver.store import Store
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    store: Store
+    rest: Rest
+    crds: CrdController
+    gc: GarbageCollector
+
+    @classmethod
+    async def open(
+        cls, path: Path | None, window: int, registry: Registry, clock: Callable[[], datetime]
+    ) -> Backend:
+        """Open the store at ``path`` (None: in memory only) and start the controllers beside it."""
+        store = await Store.open(path, window)
+        rest = Rest(store, registry, clock)
+        crds = CrdController(store, registry, rest, clock)
+        crds.start()
+        gc = GarbageCollector(store, registry, rest)
+        gc.start()
+        return cls(store, rest, crds, gc)
+
+    async def close(self) -> None:
+        await self.gc.stop()
+        await self.crds.stop()
+        await self.store.close()
