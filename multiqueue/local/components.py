@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,16 +29,23 @@ from multiqueue.local.kubelet import LocalKubelet
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class ComponentsSetup:
+    """What the components of one local cluster are made from, fixed for their lifetime."""
+
+    cluster: LocalCluster
+    kubeconfig: dict[str, Any]  # with a context named after the cluster
+    log_dir: Path  # where the kubelet writes container logs
+    meter: Meter | None = None
+
+
 class ClusterComponents:
     """The controllers and kubelet of one local cluster, started and stopped together."""
 
     def __init__(
         self, cluster: LocalCluster, kubeconfig: dict[str, Any], log_dir: Path, meter: Meter | None = None
     ) -> None:
-        self.cluster = cluster
-        self.meter = meter
-        self.kubeconfig = kubeconfig
-        self.log_dir = log_dir
+        self.setup = ComponentsSetup(cluster, kubeconfig, log_dir, meter)
         self.client: KubeClient | None = None
         self.kubelet_client: KubeClient | None = None
         self.factory: InformerFactory | None = None
@@ -48,26 +56,27 @@ class ClusterComponents:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        credentials = await load_credentials(config_dict=self.kubeconfig, context=self.cluster.name)
-        self.client = KubeClient(credentials, self.cluster.name)
+        setup, cluster = self.setup, self.setup.cluster
+        credentials = await load_credentials(config_dict=setup.kubeconfig, context=cluster.name)
+        self.client = KubeClient(credentials, cluster.name)
         # The kubelet has its own connection, as a node's kubelet has its own credentials.
-        self.kubelet_client = KubeClient(credentials, f"{self.cluster.name}-kubelet")
+        self.kubelet_client = KubeClient(credentials, f"{cluster.name}-kubelet")
         self.factory = InformerFactory(self.client)
-        if "job" in self.cluster.controllers:
+        if "job" in cluster.controllers:
             recorder = EventRecorder(self.client, JOB_CONTROLLER)
             self._recorders.append(recorder)
-            self.job_controller = JobController(self.client, self.factory, recorder, meter=self.meter)
-        if "cronjob" in self.cluster.controllers:
+            self.job_controller = JobController(self.client, self.factory, recorder, meter=setup.meter)
+        if "cronjob" in cluster.controllers:
             recorder = EventRecorder(self.client, CRONJOB_CONTROLLER)
             self._recorders.append(recorder)
             self.cronjob_controller = CronJobController(self.client, self.factory, recorder)
         self.kubelet = LocalKubelet(
             self.kubelet_client,
             self.factory,
-            f"{self.cluster.name}-node",
-            self.cluster.kubelet,
-            self.log_dir,
-            capacity_pods=self.cluster.capacity_pods,
+            f"{cluster.name}-node",
+            cluster.kubelet,
+            setup.log_dir,
+            capacity_pods=cluster.capacity_pods,
         )
         self.factory.start()
         for recorder in self._recorders:
@@ -76,7 +85,7 @@ class ClusterComponents:
         for controller in (self.job_controller, self.cronjob_controller):
             if controller is not None:
                 runners.append(controller.run())
-        self._tasks = [asyncio.create_task(_logged(r, self.cluster.name)) for r in runners]
+        self._tasks = [asyncio.create_task(_logged(r, cluster.name)) for r in runners]
 
     async def stop(self, stop_pods: bool = False) -> None:
         """Stop the controllers and the kubelet. Pod processes go on running (a restarted kubelet adopts them, as
