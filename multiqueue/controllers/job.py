@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Histogram, Meter
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
@@ -75,7 +75,8 @@ class _Expectation:
 
 @dataclasses.dataclass
 class JobControllerMetrics:
-    """Upstream's job_controller metrics, counted in-process (exported by the telemetry layer)."""
+    """Upstream's job_controller metrics: counts kept in-process (exported by the telemetry layer), and the sync
+    duration histogram, recorded through OpenTelemetry as each sync ends."""
 
     syncs: collections.Counter[tuple[str, str, str]] = dataclasses.field(default_factory=collections.Counter)
     finished: collections.Counter[tuple[str, str, str]] = dataclasses.field(
@@ -85,6 +86,32 @@ class JobControllerMetrics:
         default_factory=collections.Counter
     )
     by_external_controller: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    sync_duration: Histogram | None = None
+
+    def count_sync(self, mode: str, result: str, action: str, seconds: float) -> None:
+        self.syncs[(mode, result, action)] += 1
+        if self.sync_duration is not None:
+            self.sync_duration.record(seconds, {"completion_mode": mode, "result": result, "action": action})
+
+    def count_finished(self, job: Obj, status: Obj) -> None:
+        """The Job, as it was before ``status`` was written, finished with that write."""
+        new = {**job, "status": status}
+        finished = jobs.finished_condition(new)
+        if finished is None or jobs.is_finished(job):
+            return
+        conditions = status.get("conditions") or []
+        reason = next((str(c.get("reason", "")) for c in conditions if c.get("type") == finished[0]), "")
+        result = "succeeded" if finished[0] == jobs.COMPLETE else "failed"
+        self.finished[(jobs.completion_mode(job), result, reason)] += 1
+
+    def count_pods_finished(self, job: Obj, status: Obj) -> None:
+        """Pods this status write moved into the Job's succeeded or failed counts (upstream's
+        job_pods_finished_total)."""
+        before = jobs.status_of(job)
+        for result in ("succeeded", "failed"):
+            added = int(status.get(result) or 0) - int(before.get(result) or 0)
+            if added > 0:
+                self.pods_finished[(jobs.completion_mode(job), result)] += added
 
 
 class JobController:
@@ -107,9 +134,12 @@ class JobController:
         self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
         self.queue: WorkQueue[str] = WorkQueue(COMPONENT)
         self.orphans: WorkQueue[str] = WorkQueue(f"{COMPONENT}-orphan-pods")
-        self.metrics = JobControllerMetrics()
-        self._sync_duration = (meter or metrics.get_meter(__name__)).create_histogram(
-            "job_controller_job_sync_duration_seconds", unit="s", description="How long one Job sync took."
+        self.metrics = JobControllerMetrics(
+            sync_duration=(meter or metrics.get_meter(__name__)).create_histogram(
+                "job_controller_job_sync_duration_seconds",
+                unit="s",
+                description="How long one Job sync took.",
+            )
         )
         self._expectations: dict[str, _Expectation] = {}
         self.jobs.add_handlers(
@@ -234,11 +264,7 @@ class JobController:
             result = "error"
             raise
         finally:
-            mode = jobs.completion_mode(job)
-            self.metrics.syncs[(mode, result, action)] += 1
-            self._sync_duration.record(
-                time.perf_counter() - started, {"completion_mode": mode, "result": result, "action": action}
-            )
+            self.metrics.count_sync(jobs.completion_mode(job), result, action, time.perf_counter() - started)
 
     async def sync_orphan_pod(self, key: str) -> None:
         """Release a pod no live Job tracks any more (upstream: syncOrphanPod), checked again on the cache.
@@ -288,8 +314,8 @@ class JobController:
                 return STATUS_CONFLICT_RETRY  # our cache is behind; decide again from fresh data
             except NotFound:
                 return None
-            self._count_finished(job, actions.status)
-            self._count_pods_finished(job, actions.status)
+            self.metrics.count_finished(job, actions.status)
+            self.metrics.count_pods_finished(job, actions.status)
         await self._remove_finalizers(actions.remove_finalizers)
         if actions.delete:
             await self._delete_pods(key, job, actions.delete)
@@ -299,25 +325,6 @@ class JobController:
             self.recorder.event(job, event.type, event.reason, event.message)
         # A hair past the moment decide named, so the next sync is not a moment early.
         return None if actions.requeue_after is None else actions.requeue_after + 0.001
-
-    def _count_finished(self, job: Obj, status: Obj) -> None:
-        new = {**job, "status": status}
-        finished = jobs.finished_condition(new)
-        if finished is None or jobs.is_finished(job):
-            return
-        conditions = status.get("conditions") or []
-        reason = next((str(c.get("reason", "")) for c in conditions if c.get("type") == finished[0]), "")
-        result = "succeeded" if finished[0] == jobs.COMPLETE else "failed"
-        self.metrics.finished[(jobs.completion_mode(job), result, reason)] += 1
-
-    def _count_pods_finished(self, job: Obj, status: Obj) -> None:
-        """Pods this status write moved into the Job's succeeded or failed counts (upstream's
-        job_pods_finished_total)."""
-        before = jobs.status_of(job)
-        for result in ("succeeded", "failed"):
-            added = int(status.get(result) or 0) - int(before.get(result) or 0)
-            if added > 0:
-                self.metrics.pods_finished[(jobs.completion_mode(job), result)] += added
 
     async def _remove_finalizers(self, pods: list[Obj]) -> None:
         async def remove(pod: Obj) -> None:
