@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import logging
 import time
@@ -18,9 +17,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from multiqueue.api.types import LEASES
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.leaselock import LeaseLock
 from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -35,10 +34,6 @@ class LeaseTimings:
     retry_period: float = 2.0
 
 
-def _micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class LeaderElector:
     def __init__(
         self,
@@ -51,10 +46,7 @@ class LeaderElector:
         on_started_leading: Callback | None = None,
         on_stopped_leading: Callback | None = None,
     ) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
+        self.lock = LeaseLock(client, namespace, name, identity)
         self.timings = timings or LeaseTimings()
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
@@ -77,7 +69,7 @@ class LeaderElector:
                 if await self._try_acquire_or_renew():
                     if not self.is_leader:
                         self._leading.set()
-                        log.info("%s became leader of lease %s/%s", self.identity, self.namespace, self.name)
+                        log.info("%s became leader of lease %s", self.lock.identity, self.lock)
                         await _call(self.on_started_leading)
                     self._last_renew = time.monotonic()
                 elif self.is_leader and time.monotonic() - self._last_renew > self.timings.renew_deadline:
@@ -86,30 +78,31 @@ class LeaderElector:
         finally:
             if self.is_leader:
                 with contextlib.suppress(KubeError, asyncio.CancelledError):
-                    await asyncio.shield(self._release())
+                    await asyncio.shield(self.lock.release())
                 await self._step_down()
 
     async def _step_down(self) -> None:
         if self.is_leader:
             self._leading.clear()
-            log.warning("%s stopped leading lease %s/%s", self.identity, self.namespace, self.name)
+            log.warning("%s stopped leading lease %s", self.lock.identity, self.lock)
             await _call(self.on_stopped_leading)
 
     async def _try_acquire_or_renew(self) -> bool:
         now = datetime.now(UTC)
+        lock, identity = self.lock, self.lock.identity
         try:
-            lease = await self.client.get(LEASES, self.name, self.namespace)
+            lease = await lock.get()
         except NotFound:
             try:
-                await self.client.create(LEASES, self._lease_body(None, now, transitions=0), self.namespace)
+                await lock.create(now, self.timings.lease_duration)
                 return True
             except (AlreadyExists, Conflict):
                 return False
             except KubeError as exc:
-                log.warning("creating lease %s/%s: %s", self.namespace, self.name, exc)
+                log.warning("creating lease %s: %s", lock, exc)
                 return False
         except KubeError as exc:
-            log.warning("reading lease %s/%s: %s", self.namespace, self.name, exc)
+            log.warning("reading lease %s: %s", lock, exc)
             return False
         spec = lease.get("spec") or {}
         if spec != (self._observed or {}).get("spec"):
@@ -117,54 +110,22 @@ class LeaderElector:
             self._observed_at = time.monotonic()
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
-        held_by_other = holder not in ("", self.identity)
+        held_by_other = holder not in ("", identity)
         if held_by_other and time.monotonic() - self._observed_at < duration:
             return False
-        transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
-        body = self._lease_body(lease, now, transitions, keep_acquire=holder == self.identity)
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == identity else 1)
         try:
-            updated = await self.client.update(LEASES, body)
+            updated = await lock.update(
+                lease, now, transitions, self.timings.lease_duration, keep_acquire=holder == identity
+            )
         except (Conflict, NotFound):
             return False
         except KubeError as exc:
-            log.warning("renewing lease %s/%s: %s", self.namespace, self.name, exc)
+            log.warning("renewing lease %s: %s", lock, exc)
             return False
         self._observed = updated
         self._observed_at = time.monotonic()
         return True
-
-    def _lease_body(
-        self, current: dict[str, Any] | None, now: datetime, transitions: int, keep_acquire: bool = False
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-        }
-        if current is not None:
-            body = copy.deepcopy(current)
-        spec: dict[str, Any] = body.setdefault("spec", {})
-        stamp = _micro_time(now)
-        if not keep_acquire:
-            spec["acquireTime"] = stamp
-        spec.update(
-            holderIdentity=self.identity,
-            leaseDurationSeconds=int(self.timings.lease_duration),
-            renewTime=stamp,
-            leaseTransitions=transitions,
-        )
-        return body
-
-    async def _release(self) -> None:
-        """Hand the lease back so the next candidate need not wait for it to expire."""
-        lease = await self.client.get(LEASES, self.name, self.namespace)
-        spec = lease.get("spec") or {}
-        if spec.get("holderIdentity") != self.identity:
-            return
-        spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
-        lease["spec"] = spec
-        with contextlib.suppress(Conflict, NotFound):
-            await self.client.update(LEASES, lease)
 
 
 async def _call(callback: Callback | None) -> None:
