@@ -286,14 +286,7 @@ class JobController:
                 named = None
             if not releases_orphan(pod, named):
                 return
-        with contextlib.suppress(NotFound):
-            await self.client.patch(
-                PODS,
-                str(metadata(pod)["name"]),
-                REMOVE_TRACKING_FINALIZER,
-                namespace_of(pod),
-                patch_type="strategic",
-            )
+        await self._release(pod)
 
     async def _execute(self, key: str, job: Obj, actions: Actions) -> float | None:
         namespace, name = namespace_of(job), str(metadata(job).get("name"))
@@ -327,17 +320,18 @@ class JobController:
         return None if actions.requeue_after is None else actions.requeue_after + 0.001
 
     async def _remove_finalizers(self, pods: list[Obj]) -> None:
-        async def remove(pod: Obj) -> None:
-            with contextlib.suppress(NotFound):
-                await self.client.patch(
-                    PODS,
-                    str(metadata(pod)["name"]),
-                    REMOVE_TRACKING_FINALIZER,
-                    namespace_of(pod),
-                    patch_type="strategic",
-                )
+        await asyncio.gather(*(self._release(p) for p in pods))
 
-        await asyncio.gather(*(remove(p) for p in pods))
+    async def _release(self, pod: Obj) -> None:
+        """Take the Job's tracking finalizer off ``pod`` (a pod already gone needs nothing)."""
+        with contextlib.suppress(NotFound):
+            await self.client.patch(
+                PODS,
+                str(metadata(pod)["name"]),
+                REMOVE_TRACKING_FINALIZER,
+                namespace_of(pod),
+                patch_type="strategic",
+            )
 
     async def _delete_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
         expectation = self._expectations.setdefault(key, _Expectation(self.clock()))
