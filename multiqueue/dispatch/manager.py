@@ -107,7 +107,7 @@ class Manager:
         self.leader_work.add("loss-clock", loss_clock.run)
         election = config.leader_election
         if not election.enabled:
-            self.leader_work.start()
+            self._lead()
             return
         elector = LeaderElector(
             management,
