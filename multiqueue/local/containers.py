@@ -13,6 +13,10 @@ Layout under a pod's folder ``<log_dir>/<namespace>/<pod>/`` (directories 0700, 
     containers/<pod uid>/<container>/record.json    the latest attempt: {"attempt": n, "state": "starting", ...}
     containers/<pod uid>/<container>/<n>/pid        "<pid> <start ticks>" (the wrapper), or "abandoned" (a kubelet)
     containers/<pod uid>/<container>/<n>/exit       "<exit code>" (the wrapper, when the command ended)
+    containers/<pod uid>/<container>/<n>/log-start  where the attempt's output begins in the container's log file
+    containers/<pod uid>/<container>/<n>/log.index  "<offset> <unix ns>" for each chunk of output (the shipper)
+    containers/<pod uid>/<container>/<n>/output     the named pipe the command's output goes through
+    <container>.log                                 every attempt's output (also read by the pods/log endpoint)
 
 The kubelet writes ``record.json`` before it starts attempt ``n``. The pid file is created exclusively (O_EXCL) by
 whichever comes first: the wrapper, which then runs the command, or a kubelet that finds a "starting" record and
@@ -26,6 +30,7 @@ through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import enum
 import functools
@@ -34,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -42,16 +48,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-# $1: the attempt's folder, $2: mv, $3: the working directory, then the command. Variables are prefixed so that
-# none of the container's environment variables (which the shell exports) is overwritten; traps, `set -C` and the
-# umask are reset before the command runs; `exec` runs programs only, never a shell builtin. The TERM trap makes
-# the wrapper outlive a SIGTERM to the process group long enough to record the command's exit code (143 when
-# SIGTERM ended it).
+# $1: the attempt's folder, $2: mv, $3: the working directory, $4: a Python interpreter and $5: the log shipper
+# (:data:`SHIPPER`) it runs, $6: the log file, then the command. Variables are prefixed so that none of the
+# container's environment variables (which the shell exports) is overwritten; traps, `set -C` and the umask are
+# reset before the command runs; `exec` runs programs only, never a shell builtin. The TERM trap makes the wrapper
+# outlive a SIGTERM to the process group long enough to record the command's exit code (143 when SIGTERM ended it).
+#
+# The command's output goes through the attempt's named pipe (made by :func:`spawn`) to the shipper, which appends
+# it to the log file and notes when each chunk came (so the kubelet API can stamp lines, as a container runtime's
+# CRI log does). The shipper ignores SIGTERM (set before it starts: an ignored signal stays ignored across exec) so
+# that it outlives the command; when the command has ended, SIGUSR1 tells it to take what is left in the pipe and
+# stop, and the exit code is recorded only after that, so a finished container's log is complete. The command
+# opens the pipe only once the shipper holds it, which is after the shipper is ready for SIGUSR1. With no
+# interpreter or no pipe, the command writes to the log file directly, unstamped.
 WRAPPER: Final = """set -f
 _mq_dir=$1
 _mq_mv=$2
 _mq_cwd=$3
-shift 3
+_mq_py=$4
+_mq_ship=$5
+_mq_log=$6
+shift 6
 cd /
 _mq_umask=$(umask)
 umask 077
@@ -61,14 +78,59 @@ _mq_ticks "${_mq_stat##*) }"
 set -C
 { echo "$$ $_mq_start" > "$_mq_dir/pid"; } 2>/dev/null || exit 125
 set +C
+_mq_out=$_mq_dir/output
+_mq_pid=
+if [ -x "$_mq_py" ] && [ -p "$_mq_out" ]; then
+  trap '' TERM
+  "$_mq_py" -I -S -c "$_mq_ship" "$_mq_out" "$_mq_log" "$_mq_dir/log.index" &
+  _mq_pid=$!
+fi
 trap : TERM
-(umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@")
+if [ -n "$_mq_pid" ]; then
+  (umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@") > "$_mq_out" 2>&1
+else
+  (umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@")
+fi
 _mq_code=$?
+if [ -n "$_mq_pid" ]; then
+  kill -USR1 "$_mq_pid" 2>/dev/null
+  while kill -0 "$_mq_pid" 2>/dev/null; do wait "$_mq_pid"; done
+fi
 echo "$_mq_code" > "$_mq_dir/exit.tmp" && "$_mq_mv" -f "$_mq_dir/exit.tmp" "$_mq_dir/exit"
 exit "$_mq_code"
 """
+# The log shipper: argv is the pipe, the log file and the index. Each chunk read is appended to the log file, and
+# "<offset in the log file> <unix time in ns>" to the index. SIGUSR1 (held off while it opens the pipe, which the
+# command waits for) makes the pipe non-blocking: what is left is taken, then it stops. It holds the pipe for
+# reading and writing, so it never waits for a writer and never sees the end of the output early.
+SHIPPER: Final = """import os, signal, sys, time
+fifo, log, index = sys.argv[1:4]
+held = []
+def drain(signum, frame):
+    if not held:
+        os._exit(0)
+    os.set_blocking(held[0], False)
+signal.signal(signal.SIGUSR1, drain)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+held.append(os.open(fifo, os.O_RDWR))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+stamps = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+while True:
+    try:
+        chunk = os.read(held[0], 65536)
+    except BlockingIOError:
+        break
+    if not chunk:
+        break
+    os.write(stamps, b"%d %d\\n" % (os.fstat(out).st_size, time.time_ns()))
+    while chunk:
+        chunk = chunk[os.write(out, chunk):]
+"""
 WRAPPER_NAME: Final = "multiqueue-container"
 ABANDONED: Final = "abandoned"
+LOG_START: Final = "log-start"  # in an attempt's folder: where its output begins in the log file
+LOG_INDEX: Final = "log.index"  # in an attempt's folder: "<offset> <unix ns>" per chunk the shipper wrote
 LOST_EXIT_CODE: Final = 137
 # How long a pid file may stay half-written (the wrapper writes one line right after creating it).
 _PID_WRITE_WAIT: Final = 2.0
@@ -246,6 +308,144 @@ class ContainerRecord:
         return Observation(Seen.VANISHED, attempt, pid=pid, start_ticks=ticks, started_at=started_at)
 
 
+# --- logs ---------------------------------------------------------------------------------------------------------
+
+
+class Running(enum.Enum):
+    STARTING = "starting"  # started, its wrapper has not recorded its pid yet
+    RUNNING = "running"
+    ENDED = "ended"
+
+
+@dataclass(frozen=True)
+class AttemptLog:
+    """Where one attempt's output lies in its container's log file, and when each part of it was written."""
+
+    path: Path  # the container's log file (every attempt appends to it)
+    run_dir: Path
+    start: int  # where the attempt's output begins
+    end: int | None  # where the next attempt's begins; None: the output runs to the end of the file
+    stamps: tuple[tuple[int, int], ...]  # (offset, unix time in ns) of each chunk the shipper wrote, in order
+    started_ns: int  # when the attempt started: the time of output written before the first stamp
+    stamps_read_to: int = 0  # how much of the index the stamps come from (see :func:`read_stamps`)
+
+    def read(self, offset: int, limit: int) -> bytes:
+        """Up to ``limit`` bytes of the attempt's output from ``offset`` (an offset in the log file)."""
+        offset = max(offset, self.start)
+        if self.end is not None:
+            limit = min(limit, self.end - offset)
+        if limit <= 0:
+            return b""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(offset)
+                return handle.read(limit)
+        except OSError:
+            return b""
+
+    def size(self) -> int:
+        """Where the attempt's output ends for now."""
+        if self.end is not None:
+            return self.end
+        try:
+            return max(self.path.stat().st_size, self.start)
+        except OSError:
+            return self.start
+
+    def written_at(self, offset: int) -> int:
+        """When the byte at ``offset`` was written (unix time in ns): the time of the chunk it came in."""
+        index = bisect.bisect_right(self.stamps, (offset, 1 << 63)) - 1
+        return self.stamps[index][1] if index >= 0 else self.started_ns
+
+    def running(self) -> Running:
+        """Whether the attempt's process runs; read-only (unlike :meth:`ContainerRecord.observe`, it never claims
+        the attempt, so it may look while the kubelet starts it). An attempt another one followed has ended."""
+        if self.end is not None or (self.run_dir / "exit").exists():
+            return Running.ENDED
+        try:
+            text = (self.run_dir / "pid").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Running.STARTING
+        except OSError:
+            return Running.ENDED
+        if not text.endswith("\n"):
+            return Running.STARTING
+        parsed = _parse_pid(text.strip())
+        if parsed is None or not is_alive(*parsed):
+            return Running.ENDED
+        return Running.RUNNING
+
+
+def attempt_log(record: ContainerRecord, log_path: Path, previous: bool = False) -> AttemptLog | None:
+    """The output of the container's latest attempt, or (``previous``) of the one before it that ran; None when
+    there is no such attempt. Attempts recorded before attempts noted where their output begins read from the
+    start of the file."""
+    latest = _latest_attempt(record)
+    if latest is None:
+        return None
+    attempt = latest
+    if previous:
+        attempt = next((a for a in range(latest - 1, 0, -1) if (record.run_dir(a) / LOG_START).exists()), 0)
+        if attempt == 0:
+            return None
+    run = record.run_dir(attempt)
+    start, started_ns = _read_offset(run / LOG_START)
+    end = None
+    for later in range(attempt + 1, latest + 1):
+        end, _ = _read_offset(record.run_dir(later) / LOG_START)
+        if end is not None:
+            break
+    stamps, read_to = read_stamps(run, 0)
+    return AttemptLog(log_path, run, start or 0, end, stamps, started_ns or _started_ns(record), read_to)
+
+
+def _latest_attempt(record: ContainerRecord) -> int | None:
+    data = read_json(record.folder / "record.json")
+    try:
+        return int(data["attempt"]) if data is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _read_offset(path: Path) -> tuple[int | None, int | None]:
+    """The offset a log-start file holds, and when it was written (ns)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        written = path.stat().st_mtime_ns
+    except OSError:
+        return None, None
+    try:
+        return int(text.strip()), written
+    except ValueError:
+        return None, written
+
+
+def read_stamps(run_dir: Path, offset: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The stamps of an attempt's index from byte ``offset`` on (whole lines only), and where they end."""
+    try:
+        with (run_dir / LOG_INDEX).open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return (), offset
+    complete = data[: data.rfind(b"\n") + 1]
+    stamps = []
+    for line in complete.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            stamps.append((int(parts[0]), int(parts[1])))
+    return tuple(stamps), offset + len(complete)
+
+
+def _started_ns(record: ContainerRecord) -> int:
+    data = read_json(record.folder / "record.json") or {}
+    try:
+        moment = datetime.fromisoformat(str(data.get("startedAt", "")).replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    return int(moment.timestamp() * 1_000_000_000)
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One container found in the records of a log folder, with what its latest attempt shows."""
@@ -403,16 +603,21 @@ class ContainerProcess:
 
 def spawn(run_dir: Path, argv: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> ContainerProcess:
     """Start ``argv`` under the wrapper in a session of its own, recording into ``run_dir``, output appended to
-    ``log_path``. posix_spawn, not subprocess.Popen: the child is left running when its kubelet stops, which a
-    Popen object takes for a leak; this module reaps it."""
+    ``log_path`` (where this attempt's output begins is recorded first, see :func:`attempt_log`). posix_spawn, not
+    subprocess.Popen: the child is left running when its kubelet stops, which a Popen object takes for a leak;
+    this module reaps it."""
     for pid in list(_DETACHED):
         if _reap(pid):
             _DETACHED.discard(pid)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    wrapper = [str(run_dir), _mv(), str(cwd), _python(), SHIPPER, str(log_path)]
     try:
+        write_private(run_dir / LOG_START, f"{os.fstat(log_fd).st_size}\n")
+        with contextlib.suppress(FileExistsError):
+            os.mkfifo(run_dir / "output", 0o600)
         pid = os.posix_spawn(
             "/bin/sh",
-            ["/bin/sh", "-c", WRAPPER, WRAPPER_NAME, str(run_dir), _mv(), str(cwd), *argv],
+            ["/bin/sh", "-c", WRAPPER, WRAPPER_NAME, *wrapper, *argv],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -560,3 +765,8 @@ def _read_exit(path: Path) -> tuple[int, datetime] | None:
 @functools.cache
 def _mv() -> str:
     return shutil.which("mv") or "/bin/mv"
+
+
+def _python() -> str:
+    """The interpreter that runs log shippers: this one (none: the wrapper then logs unstamped)."""
+    return sys.executable if os.path.isabs(sys.executable) else ""

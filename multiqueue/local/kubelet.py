@@ -20,8 +20,17 @@ Modes:
   ``multiqueue.dev/simulate-duration`` (seconds, default 0) and ``multiqueue.dev/simulate-exit-code`` (default 0).
 - ``none``: pods stay Pending; tests drive pod status through the API, as upstream's integration tests do.
 
-The kubelet also plays scheduler for its node: it binds unscheduled pods while it has room (``capacity_pods``);
-the rest wait Pending until room frees.
+In every mode the kubelet is a node agent as upstream's kubelet is (multiqueue/local/node.py): it registers its
+Node, keeps its status and its Lease in ``kube-node-lease`` fresh, and serves the kubelet API on 127.0.0.1
+(multiqueue/local/kubeletapi.py) at the port its Node gives, for ``kubectl logs`` through an upstream
+kube-apiserver. Pod status goes through ``pods/status`` as the strategic merge patch upstream's kubelet sends:
+conditions (PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady, Ready, with upstream's reasons)
+merge by type, so conditions others write (DisruptionTarget, readiness gates) stay.
+
+Binding: where no scheduler runs (the embedded API server), the kubelet plays scheduler for its node
+(``bind_pods``, the default): it binds unscheduled pods while it has room (``capacity_pods``), the rest wait
+Pending until room frees. With kube-scheduler (an upstream control plane) ``bind_pods=False``: it runs only the
+pods bound to its node, and unbound pods are none of its business.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import os
 import re
@@ -39,14 +49,15 @@ from typing import Any, Final
 
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
-from multiqueue.api.types import NODES, PODS, Obj
+from multiqueue.api.types import PODS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.controller import reconcile
-from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local import containers
 from multiqueue.local.containers import (
+    AttemptLog,
     ContainerProcess,
     ContainerRecord,
     Observation,
@@ -55,6 +66,8 @@ from multiqueue.local.containers import (
     Seen,
     Step,
 )
+from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
+from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +92,7 @@ class _Running:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Ended:
+class Ended:
     """How a container ended, for its terminated state."""
 
     exit_code: int
@@ -89,11 +102,11 @@ class _Ended:
     finished_at: str | None = None
 
     @classmethod
-    def of(cls, code: int) -> _Ended:
+    def of(cls, code: int) -> Ended:
         return cls(code, "Completed" if code == 0 else "Error")
 
     @classmethod
-    def observed(cls, seen: Observation) -> _Ended:
+    def observed(cls, seen: Observation) -> Ended:
         if seen.seen is Seen.EXITED and seen.exit_code is not None:
             finished = format_time(seen.finished_at) if seen.finished_at is not None else None
             return dataclasses.replace(
@@ -107,6 +120,59 @@ class _Ended:
         )
 
 
+@dataclasses.dataclass
+class ContainerView:
+    """What the kubelet knows of one container of a pod, for the pod's status."""
+
+    image: str
+    attempt: int = 0  # the attempt it runs or ran last (0: none yet)
+    restarts: int = 0
+    running_since: str | None = None
+    ended: Ended | None = None
+    waiting: tuple[str, str] = ("ContainerCreating", "")  # reason, message: while neither running nor ended
+    last: Ended | None = None  # how the attempt before ended (lastState)
+
+    def run(self, attempt: int, since: str) -> None:
+        self.attempt, self.running_since, self.ended = attempt, since, None
+
+    def end(self, ended: Ended, now: str) -> Ended:
+        self.running_since = None
+        self.ended = ended if ended.finished_at else dataclasses.replace(ended, finished_at=now)
+        return self.ended
+
+
+@dataclasses.dataclass
+class PodView:
+    """The containers of one pod as the kubelet last saw them: what its status reports."""
+
+    started: str  # the pod's startTime
+    main: dict[str, ContainerView]
+    init: dict[str, ContainerView]
+
+    @classmethod
+    def of(cls, pod: Obj, started: str) -> PodView:
+        spec = as_dict(pod.get("spec"))
+
+        def views(field: str) -> dict[str, ContainerView]:
+            found = [as_dict(c) for c in as_list(spec.get(field))]
+            return {str(c.get("name")): ContainerView(str(c.get("image") or "local")) for c in found}
+
+        view = cls(started, views("containers"), views("initContainers"))
+        if view.init:
+            for container in view.main.values():
+                container.waiting = ("PodInitializing", "")
+        return view
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeletSettings:
+    node_name: str
+    mode: str
+    log_dir: Path
+    capacity_pods: int = 110
+    bind_pods: bool = True  # play scheduler for the node (no scheduler runs), or run only what is bound to it
+
+
 class LocalKubelet:
     def __init__(
         self,
@@ -118,15 +184,31 @@ class LocalKubelet:
         *,
         capacity_pods: int = 110,
         clock: Callable[[], datetime] | None = None,
+        bind_pods: bool = True,
+        timing: NodeTiming | None = None,
+        api_auth: KubeletAuth | None = None,
+        api_port: int = 0,
+        pki_dir: Path | None = None,
     ) -> None:
+        """``bind_pods``: bind unscheduled pods to this node (where no scheduler runs) or leave them to one.
+        ``timing``: how often the Node's status and Lease are written. ``api_auth``, ``api_port`` and
+        ``pki_dir`` (default: ``kubelet-pki`` beside ``log_dir``): who may call the kubelet API, its port (0: a
+        free one) and where its serving certificate is kept."""
         if mode not in MODES:
             raise ValueError(f"kubelet mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.client = client
-        self.node_name = node_name
-        self.mode = mode
-        self.log_dir = log_dir
-        self.capacity_pods = capacity_pods
+        self.settings = KubeletSettings(node_name, mode, log_dir, capacity_pods, bind_pods)
         self.clock = clock or (lambda: datetime.now(UTC))
+        self.node = NodeAgent(
+            client, NodeIdentity(node_name, mode, capacity_pods, log_dir), self.clock, timing
+        )
+        self.api = KubeletApi(
+            self.container_log,
+            pki_dir or log_dir.parent / "kubelet-pki",
+            auth=api_auth,
+            port=api_port,
+            clock=self.clock,
+        )
         self.pods: Informer = factory.informer(PODS)
         self.queue: WorkQueue[str] = WorkQueue(f"kubelet-{node_name}")
         self._running: dict[str, _Running] = {}
@@ -139,12 +221,37 @@ class LocalKubelet:
             )
         )
 
+    @property
+    def node_name(self) -> str:
+        return self.settings.node_name
+
+    @property
+    def mode(self) -> str:
+        return self.settings.mode
+
+    @property
+    def log_dir(self) -> Path:
+        return self.settings.log_dir
+
+    @property
+    def capacity_pods(self) -> int:
+        return self.settings.capacity_pods
+
     async def run(self) -> None:
-        """Serve the node until cancelled. Cancelling stops the kubelet, not its pods: their processes go on, and
-        the next kubelet on the same ``log_dir`` adopts them (as upstream's kubelet leaves containers running)."""
-        await self._register_node()
-        if self.mode == "none":
-            return
+        """Serve the node until cancelled: the kubelet API, the Node and its Lease, and (unless the mode is
+        ``none``) its pods. Cancelling stops the kubelet, not its pods: their processes go on, and the next kubelet
+        on the same ``log_dir`` adopts them (as upstream's kubelet leaves containers running)."""
+        port = await self.api.start()
+        try:
+            await self.node.register(port)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.node.run())
+                if self.mode != "none":
+                    group.create_task(self._run_pods())
+        finally:
+            await self.api.stop()
+
+    async def _run_pods(self) -> None:
         await self.pods.wait_for_sync()
         try:
             if self.mode == "process":
@@ -216,36 +323,45 @@ class LocalKubelet:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _register_node(self) -> None:
-        now = format_time(self.clock())
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": self.node_name,
-                "labels": {"kubernetes.io/hostname": self.node_name, "multiqueue.dev/kubelet-mode": self.mode},
-            },
-            "status": {
-                "capacity": {"pods": str(self.capacity_pods), "cpu": str(os.cpu_count() or 1), "memory": "16Gi"},
-                "allocatable": {"pods": str(self.capacity_pods), "cpu": str(os.cpu_count() or 1), "memory": "16Gi"},
-                "conditions": [
-                    {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "local kubelet is ready",
-                     "lastHeartbeatTime": now, "lastTransitionTime": now}
-                ],
-                "nodeInfo": {"kubeletVersion": "v1.33.0+multiqueue", "operatingSystem": "linux", "architecture": "amd64"},
-            },
-        }  # fmt: skip
-        with contextlib.suppress(AlreadyExists):
-            await self.client.create(NODES, node)
-        with contextlib.suppress(Conflict, NotFound):
-            current = await self.client.get(NODES, self.node_name)
-            await self.client.update_status(NODES, {**current, "status": node["status"]})
-
     def _forget(self, pod: Obj) -> None:
         """The pod is gone from the API: stop what still runs for it (its name may come back as a new pod)."""
         running = self._running.pop(key_of(pod), None)
         if running is not None:
             self._in_background(self._stop_running(running, _grace_of(pod)))
+
+    # --- the kubelet API ----------------------------------------------------------------------------------------
+
+    async def container_log(self, namespace: str, name: str, container: str, previous: bool) -> AttemptLog:
+        """Where the output of a container of a pod on this node is (its latest attempt, or the one before);
+        :class:`LogRequestError` with upstream kubelet's status and message when there is none."""
+        pod = self.pods.get(f"{namespace}/{name}")
+        if pod is None or as_dict(pod.get("spec")).get("nodeName") != self.node_name:
+            raise LogRequestError(404, f'pod "{name}" does not exist')
+        spec = as_dict(pod.get("spec"))
+        folders = {
+            str(as_dict(c).get("name")): containers.safe_name(
+                str(as_dict(c).get("name")), i, init=field == "init"
+            )
+            for field, listed in (("main", spec.get("containers")), ("init", spec.get("initContainers")))
+            for i, c in enumerate(as_list(listed))
+        }
+        if container not in folders:
+            raise LogRequestError(404, f'container "{container}" not found in pod "{name}"')
+        folder = self.log_dir / namespace / name
+        record = PodRecords(folder, str(metadata(pod).get("uid"))).container(folders[container])
+        found = await asyncio.to_thread(containers.attempt_log, record, folder / f"{container}.log", previous)
+        if found is not None:
+            return found
+        if previous:
+            raise LogRequestError(
+                400, f'previous terminated container "{container}" in pod "{name}" not found'
+            )
+        if container in _reported_started(pod):
+            # It ran without records to read (simulated, or run before this kubelet kept them): nothing to show.
+            return AttemptLog(folder / f"{container}.log", folder, 0, 0, (), 0)
+        raise LogRequestError(
+            400, f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+        )
 
     # --- one pod -----------------------------------------------------------------------------------------------
 
@@ -257,6 +373,8 @@ class LocalKubelet:
         node = spec.get("nodeName")
         if node not in (None, "", self.node_name):
             return
+        if not node and not self.settings.bind_pods:
+            return  # a scheduler's business
         if pods.is_deleting(pod):
             await self._terminate(pod)
             return
@@ -274,6 +392,7 @@ class LocalKubelet:
         return len(self._running)
 
     async def _bind(self, pod: Obj) -> None:
+        # Our embedded API server has no pods/binding: setting spec.nodeName of an unbound pod is its way.
         with contextlib.suppress(NotFound, Conflict):
             await self.client.patch(
                 PODS,
@@ -297,16 +416,26 @@ class LocalKubelet:
             self._admit_waiting()
 
     def _admit_waiting(self) -> None:
-        """Room freed: look at pods that wait for a node."""
+        """Room freed: look at pods that wait for a node (when this kubelet binds them)."""
+        if not self.settings.bind_pods:
+            return
         for pod in self.pods.objects():
             if not as_dict(pod.get("spec")).get("nodeName") and not pods.is_terminal(pod):
                 self.queue.add(key_of(pod))
 
-    async def _write_status(self, pod: Obj, status: Obj) -> None:
+    async def _report(self, pod: Obj, view: PodView, phase: str) -> None:
+        """Write the pod's status as ``view`` shows it, through pods/status (a strategic merge patch, as upstream's
+        kubelet sends: conditions merge by type, the container status lists are replaced)."""
         meta = metadata(pod)
+        status = pod_status(pod, view, phase, format_time(self.clock()))
         with contextlib.suppress(NotFound):
             await self.client.patch(
-                PODS, str(meta["name"]), {"status": status}, str(meta["namespace"]), subresource="status"
+                PODS,
+                str(meta["name"]),
+                {"status": status},
+                str(meta["namespace"]),
+                patch_type="strategic",
+                subresource="status",
             )
 
     # --- simulate ---------------------------------------------------------------------------------------------
@@ -319,13 +448,18 @@ class LocalKubelet:
         except ValueError:
             duration, exit_code = 0.0, 1
         started = format_time(self.clock())
-        names = [str(as_dict(c).get("name")) for c in as_list(as_dict(pod.get("spec")).get("containers"))]
+        view = PodView.of(pod, started)
+        for container in view.init.values():
+            container.end(Ended.of(0), started)
+        for container in view.main.values():
+            container.run(1, started)
         if duration > 0:
-            await self._write_status(pod, self._running_status(pod, names, started))
+            await self._report(pod, view, pods.RUNNING)
             await asyncio.sleep(duration)
-        await self._write_status(
-            pod, self._final_status(names, dict.fromkeys(names, _Ended.of(exit_code)), started, {})
-        )
+        now = format_time(self.clock())
+        for container in view.main.values():
+            container.end(Ended.of(exit_code), now)
+        await self._report(pod, view, pods.SUCCEEDED if exit_code == 0 else pods.FAILED)
 
     # --- process ----------------------------------------------------------------------------------------------
 
@@ -339,42 +473,39 @@ class LocalKubelet:
         started = await asyncio.to_thread(
             records.begin, self.node_name, namespace, name, format_time(self.clock())
         )
+        view = PodView.of(pod, started)
         main = [as_dict(c) for c in as_list(spec.get("containers"))]
-        names = [str(c.get("name")) for c in main]
         policy = str(spec.get("restartPolicy") or "Always")
         reported = _reported_started(pod)
-        restarts: dict[str, int] = dict.fromkeys(names, 0)
-        since: dict[str, str] = {}
+
+        async def report_pending() -> None:
+            await self._report(pod, view, pods.PENDING)
 
         async def report_running() -> None:
-            await self._write_status(pod, self._running_status(pod, names, started, restarts, since))
+            await self._report(pod, view, pods.RUNNING)
 
-        async def quietly() -> None:
-            return None
-
-        for index, init in enumerate(as_list(spec.get("initContainers"))):
-            record = records.container(containers.safe_name(str(as_dict(init).get("name")), index, init=True))
+        for index, init in enumerate(as_dict(c) for c in as_list(spec.get("initContainers"))):
+            record = records.container(containers.safe_name(str(init.get("name")), index, init=True))
             # Init containers run once, whatever the policy (a failed one fails the pod).
             state = PodState(restart_policy="Never", reported_started=bool(reported))
-            init_ended = await self._container(pod, running, as_dict(init), record, state, {}, {}, quietly)
+            status = view.init[str(init.get("name"))]
+            init_ended = await self._container(pod, running, init, record, state, status, report_pending)
             if init_ended.exit_code != 0:
-                await self._write_status(
-                    pod, self._final_status(names, dict.fromkeys(names, _Ended.of(1)), started, restarts)
-                )
+                await self._report(pod, view, pods.FAILED)
                 return
+        for container in view.main.values():
+            container.waiting = ("ContainerCreating", "")
 
-        async def run_one(index: int, container: Obj) -> _Ended:
+        async def run_one(index: int, container: Obj) -> Ended:
             container_name = str(container.get("name"))
             record = records.container(containers.safe_name(container_name, index))
             state = PodState(restart_policy=policy, reported_started=container_name in reported)
-            return await self._container(
-                pod, running, container, record, state, restarts, since, report_running
-            )
+            status = view.main[container_name]
+            return await self._container(pod, running, container, record, state, status, report_running)
 
         results = await asyncio.gather(*(run_one(i, c) for i, c in enumerate(main)))
-        await self._write_status(
-            pod, self._final_status(names, dict(zip(names, results, strict=True)), started, restarts)
-        )
+        ok = all(r.exit_code == 0 for r in results)
+        await self._report(pod, view, pods.SUCCEEDED if ok else pods.FAILED)
 
     async def _container(
         self,
@@ -383,19 +514,20 @@ class LocalKubelet:
         container: Obj,
         record: ContainerRecord,
         state: PodState,
-        restarts: dict[str, int],
-        since: dict[str, str],
-        report_running: Callable[[], Awaitable[None]],
-    ) -> _Ended:
+        status: ContainerView,
+        report: Callable[[], Awaitable[None]],
+    ) -> Ended:
         """Drive one container from what its records show to its end: start it, adopt its running process,
-        restart it (OnFailure), or take the recorded end. Each pass looks again at the records."""
+        restart it (OnFailure), or take the recorded end. Each pass looks again at the records; ``status`` follows
+        what is seen, and ``report`` writes it."""
         name = str(container.get("name"))
         while True:
             seen = await asyncio.to_thread(record.observe)
             step = containers.decide(seen, state)
-            restarts[name] = max(seen.attempt - 1, 0)
+            status.restarts = max(seen.attempt - 1, 0)
             if step in (Step.DONE, Step.UNKNOWN):
-                return _Ended.observed(seen)
+                status.attempt = max(seen.attempt, status.attempt)
+                return status.end(Ended.observed(seen), format_time(self.clock()))
             if step is Step.ADOPT:
                 assert seen.pid is not None and seen.start_ticks is not None
                 process = await asyncio.to_thread(ContainerProcess.adopt, seen.pid, seen.start_ticks)
@@ -403,23 +535,27 @@ class LocalKubelet:
                     log.info(
                         "kubelet %s: pod %s: adopted %s (pid %d)", self.node_name, key_of(pod), name, seen.pid
                     )
-                    since[name] = seen.started_at or format_time(self.clock())
-                    await self._wait(running, process, report_running)
+                    status.run(seen.attempt, seen.started_at or format_time(self.clock()))
+                    await self._wait(running, process, report)
                 continue
             assert step in (Step.START, Step.RESTART), step
             if step is Step.RESTART:
-                restarts[name] = seen.attempt
-                await report_running()
-                await asyncio.sleep(self._backoff_left(seen))
+                backoff = self._backoff_left(seen)
+                status.restarts = seen.attempt
+                status.last = status.end(Ended.observed(seen), format_time(self.clock()))
+                status.ended = None
+                status.waiting = ("CrashLoopBackOff", _backoff_message(pod, name, seen.attempt))
+                await report()
+                await asyncio.sleep(backoff)
             if running.stopping:
-                return _Ended.of(143)
+                return status.end(Ended.of(143), format_time(self.clock()))
             attempt = max(seen.attempt, 0) + 1
             now = format_time(self.clock())
             run_dir = await asyncio.to_thread(record.start, attempt, now)
             process = await self._spawn(pod, container, record, attempt, run_dir)
             if process is not None:
-                since[name] = now
-                await self._wait(running, process, report_running)
+                status.run(attempt, now)
+                await self._wait(running, process, report)
 
     def _backoff_left(self, seen: Observation) -> float:
         """Upstream's crash-loop back-off (10 s, doubling, at most 300 s), counted from when the container ended."""
@@ -429,11 +565,11 @@ class LocalKubelet:
         return max(backoff, 0.0)
 
     async def _wait(
-        self, running: _Running, process: ContainerProcess, report_running: Callable[[], Awaitable[None]]
+        self, running: _Running, process: ContainerProcess, report: Callable[[], Awaitable[None]]
     ) -> None:
         running.processes.append(process)
         try:
-            await report_running()
+            await report()
             await process.wait()
         finally:
             running.processes.remove(process)
@@ -478,8 +614,8 @@ class LocalKubelet:
                 "metadata.uid": meta.get("uid"),
                 "spec.nodeName": self.node_name,
                 "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
-                "status.podIP": "127.0.0.1",
-                "status.hostIP": "127.0.0.1",
+                "status.podIP": NODE_IP,
+                "status.hostIP": NODE_IP,
             }
             if path in simple:
                 env[name] = str(simple[path] or "")
@@ -504,11 +640,14 @@ class LocalKubelet:
         meta = metadata(pod)
         if was_running and not pods.is_terminal(pod):
             # Killed by SIGTERM: exit code 143, as a container runtime reports it.
-            names = [str(as_dict(c).get("name")) for c in as_list(as_dict(pod.get("spec")).get("containers"))]
-            started = str(as_dict(pod.get("status")).get("startTime") or format_time(self.clock()))
-            await self._write_status(
-                pod, self._final_status(names, dict.fromkeys(names, _Ended.of(143)), started, {})
-            )
+            now = format_time(self.clock())
+            view = PodView.of(pod, str(as_dict(pod.get("status")).get("startTime") or now))
+            view.init.clear()  # what the status says of them stays
+            restarts = _reported_restarts(pod)
+            for name, container in view.main.items():
+                container.restarts = restarts.get(name, 0)
+                container.end(Ended.of(143), now)
+            await self._report(pod, view, pods.FAILED)
         with contextlib.suppress(NotFound, Conflict):
             await self.client.delete(
                 PODS,
@@ -535,80 +674,105 @@ class LocalKubelet:
         await self._kill_recorded(mine, grace)
         return bool(mine)
 
-    # --- statuses ---------------------------------------------------------------------------------------------
 
-    def _running_status(
-        self,
-        pod: Obj,
-        names: list[str],
-        started: str,
-        restarts: dict[str, int] | None = None,
-        since: dict[str, str] | None = None,
-    ) -> Obj:
-        now = format_time(self.clock())
+# --- pod status, as upstream's kubelet writes it (pkg/kubelet/status, kubelet_pods.go) ----------------------------
+
+
+def pod_status(pod: Obj, view: PodView, phase: str, now: str) -> Obj:
+    """The pod's status: ``phase``, the conditions the kubelet owns and the containers as ``view`` shows them.
+    A condition whose status stays keeps its transition time; reasons and messages that no longer apply are sent
+    as null (a strategic merge patch then drops them)."""
+    current = as_dict(pod.get("status"))
+    existing = {str(as_dict(c).get("type")): as_dict(c) for c in as_list(current.get("conditions"))}
+
+    def condition(type_: str, status: str, reason: str | None = None, message: str | None = None) -> Obj:
+        before = existing.get(type_, {})
+        since = before.get("lastTransitionTime") if before.get("status") == status else None
         return {
-            "phase": pods.RUNNING,
-            "hostIP": "127.0.0.1",
-            "podIP": "127.0.0.1",
-            "startTime": started,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": started},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now},
-            ],
-            "containerStatuses": [
-                {
-                    "name": n,
-                    "ready": True,
-                    "started": True,
-                    "restartCount": (restarts or {}).get(n, 0),
-                    "image": "local",
-                    "imageID": "",
-                    "state": {"running": {"startedAt": (since or {}).get(n, started)}},
-                }
-                for n in names
-            ],
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since or now,
         }
 
-    def _final_status(
-        self, names: list[str], ended: dict[str, _Ended], started: str, restarts: dict[str, int]
-    ) -> Obj:
-        now = format_time(self.clock())
-        unknown = _Ended.of(1)
-        ok = all(ended.get(n, unknown).exit_code == 0 for n in names)
-        return {
-            "phase": pods.SUCCEEDED if ok else pods.FAILED,
-            "hostIP": "127.0.0.1",
-            "podIP": "127.0.0.1",
-            "startTime": started,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": started},
-                {
-                    "type": "ContainersReady",
-                    "status": "False",
-                    "reason": "PodCompleted",
-                    "lastTransitionTime": now,
-                },
-                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
-            ],
-            "containerStatuses": [
-                {
-                    "name": n,
-                    "ready": False,
-                    "started": False,
-                    "restartCount": restarts.get(n, 0),
-                    "image": "local",
-                    "imageID": "",
-                    "state": {"terminated": _terminated(ended.get(n, unknown), started, now)},
-                }
-                for n in names
-            ],
-        }
+    terminal = phase in (pods.SUCCEEDED, pods.FAILED)
+    uninitialized = [n for n, c in view.init.items() if not (c.ended is not None and c.ended.exit_code == 0)]
+    unready = [n for n, c in view.main.items() if c.running_since is None]
+    ready: tuple[str, str | None, str | None] = ("True", None, None)
+    if terminal:
+        ready = ("False", "PodCompleted", None)
+    elif unready:
+        ready = ("False", "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+    conditions = []
+    if "PodScheduled" not in existing:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": view.started})
+    conditions += [
+        condition("PodReadyToStartContainers", "False" if terminal else "True"),
+        condition(
+            "Initialized",
+            "False" if uninitialized else "True",
+            "ContainersNotInitialized" if uninitialized else None,
+            f"containers with incomplete status: [{' '.join(uninitialized)}]" if uninitialized else None,
+        ),
+        condition("ContainersReady", *ready),
+        condition("Ready", *ready),
+    ]
+    uid = str(metadata(pod).get("uid"))
+    status: Obj = {
+        "phase": phase,
+        "hostIP": NODE_IP,
+        "hostIPs": [{"ip": NODE_IP}],
+        "podIP": NODE_IP,
+        "podIPs": [{"ip": NODE_IP}],
+        "startTime": view.started,
+        # The API server sets it when the pod is made, and it may not change: ours only when it is missing.
+        "qosClass": current.get("qosClass") or pods.qos_class(pod.get("spec")),
+        "conditions": conditions,
+        "containerStatuses": [_container_status(uid, n, c, view.started, now) for n, c in view.main.items()],
+    }
+    if view.init:
+        status["initContainerStatuses"] = [
+            _container_status(uid, n, c, view.started, now) for n, c in view.init.items()
+        ]
+    return status
 
 
-def _terminated(ended: _Ended, started: str, now: str) -> Obj:
+def _container_status(uid: str, name: str, container: ContainerView, started: str, now: str) -> Obj:
+    container_id = _container_id(uid, name, container.attempt) if container.attempt else None
+    state: Obj
+    if container.ended is not None:
+        state = {"terminated": _terminated(container.ended, started, now, container_id)}
+    elif container.running_since is not None:
+        state = {"running": {"startedAt": container.running_since}}
+    else:
+        reason, message = container.waiting
+        state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+    last: Obj = {}
+    if container.last is not None:
+        previous = _container_id(uid, name, max(container.attempt - 1, 1)) if container.attempt else None
+        last = {"terminated": _terminated(container.last, started, now, previous)}
+    status: Obj = {
+        "name": name,
+        "image": container.image,
+        "imageID": "",
+        "ready": "running" in state,
+        "started": "running" in state,
+        "restartCount": container.restarts,
+        "state": state,
+        "lastState": last,
+    }
+    if container_id is not None:
+        status["containerID"] = container_id
+    return status
+
+
+def _container_id(uid: str, name: str, attempt: int) -> str:
+    """An id for one attempt of a container, as "<runtime>://<id>" (a container runtime's id is 64 hex digits)."""
+    return "multiqueue://" + hashlib.sha256(f"{uid}/{name}/{attempt}".encode()).hexdigest()
+
+
+def _terminated(ended: Ended, started: str, now: str, container_id: str | None) -> Obj:
     state: Obj = {
         "exitCode": ended.exit_code,
         "reason": ended.reason,
@@ -617,7 +781,18 @@ def _terminated(ended: _Ended, started: str, now: str) -> Obj:
     }
     if ended.message:
         state["message"] = ended.message
+    if container_id is not None:
+        state["containerID"] = container_id
     return state
+
+
+def _backoff_message(pod: Obj, container: str, attempt: int) -> str:
+    seconds = int(min(10 * 2 ** (max(attempt, 1) - 1), 300))
+    meta = metadata(pod)
+    return (
+        f"back-off {seconds}s restarting failed container={container} "
+        f"pod={meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})"
+    )
 
 
 def _grace_of(pod: Obj) -> int:
@@ -641,6 +816,15 @@ def _reported_started(pod: Obj) -> set[str]:
         if "running" in state or "terminated" in state or int(status.get("restartCount") or 0) > 0:
             started.add(str(status.get("name")))
     return started
+
+
+def _reported_restarts(pod: Obj) -> dict[str, int]:
+    found = {}
+    for item in as_list(as_dict(pod.get("status")).get("containerStatuses")):
+        status = as_dict(item)
+        with contextlib.suppress(TypeError, ValueError):
+            found[str(status.get("name"))] = int(status.get("restartCount") or 0)
+    return found
 
 
 def _append(path: Path, text: str) -> None:
