@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -24,9 +25,10 @@ from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.local.config import LocalConfig, load_local_config
+from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
+from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
 
 USAGE_ERROR = 2
 
@@ -97,32 +99,54 @@ def _default_state_dir() -> Path:
     return Path(base) / "multiqueue"
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _control_plane(args: argparse.Namespace, configured: ControlPlane) -> tuple[ControlPlane, Path | None]:
+    """``--control-plane`` (else the config's) and ``--assets``, which only an upstream control plane uses."""
+    chosen: ControlPlane = args.control_plane or configured
+    if args.assets is not None and chosen != "upstream":
+        raise UsageError("--assets names the upstream binaries: use it with --control-plane upstream")
+    return chosen, Path(args.assets) if args.assets is not None else None
+
+
 def _local_up(args: argparse.Namespace) -> int:
     """Serve the local clusters until SIGINT or SIGTERM."""
     try:
         config = load_local_config(Path(args.config) if args.config else None)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
-    return asyncio.run(_serve_local(config, Path(args.state_dir)))
+    control_plane, assets = _control_plane(args, config.control_plane)
+    config = config.model_copy(update={"control_plane": control_plane})
+    return asyncio.run(_serve_local(config, Path(args.state_dir), assets))
 
 
-async def _serve_local(config: LocalConfig, state_dir: Path) -> int:
+async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None = None) -> int:
     from multiqueue import telemetry
 
     metrics = telemetry.Metrics()
-    clusters = LocalClusters(config, state_dir, meter=metrics.meter)
+    clusters = LocalClusters(config, state_dir, meter=metrics.meter, assets=assets, say=_say)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await clusters.start()
+        started = await _start_unless_stopped(clusters, stop)
+    except MissingBinaries as exc:
+        raise UsageError(str(exc)) from exc
+    except ControlPlaneError as exc:
+        print(f"multiqueue: error: cannot start local clusters: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         raise UsageError(f"cannot start local clusters: {exc}") from exc
+    if not started:
+        print("interrupted while starting; everything started is stopped again")
+        return 130
     runner = None
     try:
         kubeconfig = clusters.kubeconfig_path
-        print(f"local clusters are up: {', '.join(f'{n} ({s.url})' for n, s in clusters.servers.items())}")
+        print(f"local clusters are up: {', '.join(f'{n} ({url})' for n, url in clusters.urls().items())}")
         print(f"  export KUBECONFIG={kubeconfig}")
         if clusters.manager is not None and config.manager is not None:
             print(f"  multiqueue status --config {clusters.state_dir / 'manager.yaml'}")
@@ -132,7 +156,7 @@ async def _serve_local(config: LocalConfig, state_dir: Path) -> int:
                 metrics.observe_job_controller(controller)
             runner, url = await telemetry.serve(clusters.manager, metrics, config.manager.metrics_address)
             print(f"  curl {url}/metrics")
-        others = [n for n in clusters.servers if n != "management"]
+        others = [n for n in clusters.urls() if n != "management"]
         if others:
             print(f"  kubectl --context {others[0]} get jobs")
         print("press Ctrl-C to stop", flush=True)
@@ -148,11 +172,51 @@ async def _serve_local(config: LocalConfig, state_dir: Path) -> int:
     return 0
 
 
+async def _start_unless_stopped(clusters: LocalClusters, stop: asyncio.Event) -> bool:
+    """Start the clusters; False if ``stop`` was set first (Ctrl-C while an upstream control plane takes its time):
+    the start is cancelled, and cancelling it stops whatever it had started."""
+    starting = asyncio.create_task(clusters.start())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return False
+    starting.result()
+    return True
+
+
 def _local_demo(args: argparse.Namespace) -> int:
     """Dispatch one Job across local clusters and print a summary."""
     state_dir = Path(args.state_dir) if args.state_dir else None
-    completed = asyncio.run(run_demo(state_dir, lambda line: print(line, flush=True)))
+    control_plane, assets = _control_plane(args, "embedded")
+    try:
+        completed = asyncio.run(run_demo(state_dir, _say, control_plane=control_plane, assets=assets))
+    except MissingBinaries as exc:
+        raise UsageError(str(exc)) from exc
+    except ControlPlaneError as exc:
+        print(f"multiqueue: error: cannot start local clusters: {exc}", file=sys.stderr)
+        return 1
     return 0 if completed else 1
+
+
+def _add_control_plane_arguments(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--control-plane",
+        choices=("embedded", "upstream"),
+        help="what serves each cluster: multiqueue's embedded API server and controllers, or upstream etcd, "
+        "kube-apiserver, kube-controller-manager and kube-scheduler (built by `" + BUILD_COMMAND + "`); "
+        f"default: {default}",
+    )
+    parser.add_argument(
+        "--assets",
+        metavar="DIR",
+        help=f"the folder of the upstream binaries (default: $KUBEBUILDER_ASSETS, else {cache_dir()})",
+    )
 
 
 def _manager_config(path: str) -> ManagerConfig:
@@ -339,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=str(_default_state_dir()),
         help="where objects, tokens and the kubeconfig live (default: %(default)s)",
     )
+    _add_control_plane_arguments(up, "the config's controlPlane, else embedded")
     up.set_defaults(handler=_local_up)
     demo = local_commands.add_parser(
         "demo",
@@ -349,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--state-dir", metavar="DIR", help="keep the clusters' state here (default: a new temporary folder)"
     )
+    _add_control_plane_arguments(demo, "embedded")
     demo.set_defaults(handler=_local_demo)
     return parser
 

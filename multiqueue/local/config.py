@@ -11,6 +11,8 @@ from multiqueue.dispatch.config import ClusterName, first_duplicate, load_model
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 
+ControlPlane = Literal["embedded", "upstream"]
+
 
 def _all_controllers() -> list[Literal["job", "cronjob"]]:
     return ["job", "cronjob"]
@@ -45,10 +47,14 @@ class LocalManager(BaseModel):
 
 
 class LocalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     clusters: Annotated[list[LocalCluster], Field(min_length=1)]
     manager: LocalManager | None = None
+    # What serves each cluster: multiqueue's embedded API server (with the embedded Job and CronJob controllers), or
+    # upstream etcd, kube-apiserver, kube-controller-manager and kube-scheduler (multiqueue/local/upstream.py; the
+    # embedded controllers stay off). `local up --control-plane` overrides it.
+    control_plane: Annotated[ControlPlane, Field(alias="controlPlane")] = "embedded"
 
     @model_validator(mode="after")
     def _manager_names_clusters(self) -> LocalConfig:

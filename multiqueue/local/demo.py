@@ -2,7 +2,9 @@
 
 Starts the default local clusters in a temporary state directory, submits an Indexed Job with multiqueue's
 managedBy to the management cluster, follows it as the manager dispatches it to a worker and mirrors its status
-back, and prints where it ran, its completions and how long it took.
+back, and prints where it ran, its completions and how long it took. With ``control_plane="upstream"`` the same
+clusters run on upstream etcd, kube-apiserver, kube-controller-manager and kube-scheduler (multiqueue/local/
+upstream.py), and kube-controller-manager runs the dispatched Job on the worker.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from multiqueue.api.meta import labels_of
 from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.client import KubeClient
-from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
+from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
+from multiqueue.local.upstream import Binaries
 
 DEMO_JOB: Obj = {
     "apiVersion": "batch/v1",
@@ -63,19 +66,32 @@ async def _until(client: KubeClient, predicate: Callable[[Obj], bool], within: f
                     return dict(event["object"])
 
 
-async def run_demo(state_dir: Path | None, say: Callable[[str], None], within: float = 120.0) -> bool:
-    """Run the demo; returns whether the Job completed."""
+async def run_demo(
+    state_dir: Path | None,
+    say: Callable[[str], None],
+    within: float = 120.0,
+    *,
+    control_plane: ControlPlane = "embedded",
+    assets: Path | None = None,
+) -> bool:
+    """Run the demo; returns whether the Job completed. Upstream binaries that are missing raise
+    :class:`~multiqueue.local.upstream.MissingBinaries` before anything is made."""
+    if control_plane == "upstream":
+        await asyncio.to_thread(Binaries.find, assets)
     folder = state_dir or Path(tempfile.mkdtemp(prefix="multiqueue-demo-"))
     config = LocalConfig(
         clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
         manager=LocalManager(),
+        control_plane=control_plane,
     )
-    clusters = LocalClusters(config, folder)
+    clusters = LocalClusters(config, folder, assets=assets, say=say)
     started = time.monotonic()
     await clusters.start()
     try:
+        kind = "upstream control planes" if control_plane == "upstream" else "embedded API servers"
         say(
-            f"local clusters up in {time.monotonic() - started:.1f}s: management, worker-1, worker-2 ({folder})"
+            f"local clusters up in {time.monotonic() - started:.1f}s: management, worker-1, worker-2 ({kind}; "
+            f"{folder})"
         )
         client = clusters.components["management"].client
         assert client is not None

@@ -1,7 +1,12 @@
 """``multiqueue local up``: serve every configured local cluster and hand out one kubeconfig for all of them.
 
-State lives under the state directory, one folder per cluster (its SQLite store, its token, the port it used),
-so a second ``local up`` with the same directory serves the same objects on the same addresses.
+Each cluster is served by multiqueue's embedded API server (the default) or by an upstream control plane
+(``controlPlane: upstream``: etcd, kube-apiserver, kube-controller-manager and kube-scheduler, multiqueue/local/
+upstream.py); this module chooses between them, and the rest is the same for both: the local kubelet as each
+cluster's node, the manager, one kubeconfig with a context per cluster.
+
+State lives under the state directory, one folder per cluster (its SQLite store or its etcd data, its token, the
+port it used), so a second ``local up`` with the same directory serves the same objects on the same addresses.
 """
 
 from __future__ import annotations
@@ -9,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import os
 import secrets
 import socket
 import ssl
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,9 @@ from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
+from multiqueue.local.upstream import Binaries, ControlPlaneFiles, UpstreamControlPlane, allocate_ports
+
+log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
 
@@ -36,33 +46,69 @@ READY_TIMEOUT = 30.0
 class LocalClusters:
     """The running local clusters of one state directory."""
 
-    def __init__(self, config: LocalConfig, state_dir: Path, meter: Meter | None = None) -> None:
+    def __init__(
+        self,
+        config: LocalConfig,
+        state_dir: Path,
+        meter: Meter | None = None,
+        *,
+        assets: Path | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        """``assets``: where the upstream binaries are (default: KUBEBUILDER_ASSETS, else the build cache);
+        ``say``: where progress lines of a slow start go (default: this module's logger)."""
         self.config = config
         self.meter = meter
         self.state_dir = state_dir
-        self.servers: dict[str, ApiServer] = {}
+        self.assets = assets
+        self.say = say or log.info
+        self.servers: dict[str, ApiServer] = {}  # embedded clusters
+        self.control_planes: dict[str, UpstreamControlPlane] = {}  # upstream clusters
         self.components: dict[str, ClusterComponents] = {}
         self.manager: Manager | None = None
+
+    @property
+    def upstream(self) -> bool:
+        return self.config.control_plane == "upstream"
+
+    def urls(self) -> dict[str, str]:
+        """Each serving cluster's API server address, in config order."""
+        return {name: url for name, (url, _) in self._endpoints().items()}
+
+    def _endpoints(self) -> dict[str, tuple[str, str]]:
+        """Each serving cluster's address and admin token."""
+        if self.upstream:
+            return {n: (c.url, c.token) for n, c in self.control_planes.items()}
+        return {n: (s.url, s.config.token) for n, s in self.servers.items()}
 
     @property
     def kubeconfig_path(self) -> Path:
         return self.state_dir / "kubeconfig"
 
     async def start(self) -> None:
-        """Start every server, wait until each answers /readyz, then write the kubeconfig."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        """Start every server, wait until each answers /readyz, then write the kubeconfig. Upstream binaries that are
+        missing raise :class:`~multiqueue.local.upstream.MissingBinaries` before anything is made; a control plane
+        that fails to start raises :class:`~multiqueue.local.upstream.ControlPlaneError`; either way, whatever was
+        started is stopped."""
+        binaries = await asyncio.to_thread(Binaries.find, self.assets) if self.upstream else None
+        await asyncio.to_thread(_private_dir, self.state_dir)
         try:
-            for cluster in self.config.clusters:
-                await self._serve(cluster)
-            await self._wait_ready()
+            if binaries is not None:
+                await self._start_control_planes(binaries)
+            else:
+                for cluster in self.config.clusters:
+                    await self._serve(cluster)
+                await self._wait_ready()
         except BaseException:
             await self.stop()
             raise
         kubeconfig = await asyncio.to_thread(self.kubeconfig)
         try:
             for cluster in self.config.clusters:
+                # On an upstream cluster kube-controller-manager runs Jobs and CronJobs: the embedded ones stay off.
+                served = cluster.model_copy(update={"controllers": []}) if self.upstream else cluster
                 components = ClusterComponents(
-                    cluster, kubeconfig, self._cluster_dir(cluster.name) / "logs", self.meter
+                    served, kubeconfig, self._cluster_dir(cluster.name) / "logs", self.meter
                 )
                 self.components[cluster.name] = components
                 await components.start()
@@ -99,12 +145,54 @@ class LocalClusters:
 
     async def stop_server(self, name: str) -> None:
         """Take one cluster's API server down (its state and address stay): a cluster that became unreachable."""
-        await self.servers.pop(name).stop()
+        if self.upstream:
+            await self.control_planes[name].stop_apiserver()
+        else:
+            await self.servers.pop(name).stop()
 
     async def start_server(self, name: str) -> None:
         """Serve a stopped cluster again, with the same objects on the same address."""
+        if self.upstream:
+            await self.control_planes[name].start_apiserver()
+            return
         await self._serve(next(c for c in self.config.clusters if c.name == name))
         await self._wait_ready()
+
+    async def _start_control_planes(self, binaries: Binaries) -> None:
+        """Start every cluster's upstream control plane, all at once, and record the port each serves on. Each one is
+        known to :meth:`stop` before it starts, so a failure or a Ctrl-C anywhere stops them all."""
+        self.control_planes.update(await asyncio.to_thread(self._control_planes, binaries))
+        starting = [asyncio.create_task(c.start(), name=f"start {n}") for n, c in self.control_planes.items()]
+        try:
+            await asyncio.gather(*starting)
+        except BaseException:
+            for task in starting:
+                task.cancel()
+            await asyncio.gather(*starting, return_exceptions=True)
+            raise
+        for name, plane in self.control_planes.items():
+            await asyncio.to_thread(_write_private, self._cluster_dir(name) / "port", str(plane.port))
+
+    def _control_planes(self, binaries: Binaries) -> dict[str, UpstreamControlPlane]:
+        """One upstream control plane per cluster, each on the port it had last time when that is still free."""
+        wanted = {
+            c.name: c.port or _reusable_port(self._cluster_dir(c.name) / "port") for c in self.config.clusters
+        }
+        ports = allocate_ports(wanted)
+        planes = {}
+        for cluster in self.config.clusters:
+            folder = self._cluster_dir(cluster.name)
+            _private_dir(folder, ours=True)
+            planes[cluster.name] = UpstreamControlPlane(
+                cluster.name,
+                binaries,
+                ControlPlaneFiles(folder / "control-plane"),
+                serving_cert(self.state_dir, cluster.name, "127.0.0.1"),
+                _token(folder),
+                ports[cluster.name],
+                self.say,
+            )
+        return planes
 
     async def _serve(self, cluster: LocalCluster) -> None:
         """Start one cluster's API server on its recorded address (a free one the first time) and record it."""
@@ -137,20 +225,28 @@ class LocalClusters:
         for server in reversed(list(self.servers.values())):
             await server.stop()
         self.servers.clear()
+        stopped = await asyncio.gather(
+            *(c.stop() for c in self.control_planes.values()), return_exceptions=True
+        )
+        self.control_planes.clear()
+        for outcome in stopped:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def kubeconfig(self) -> dict[str, Any]:
         first = self.config.clusters[0].name
-        current = "management" if "management" in self.servers else first
+        endpoints = self._endpoints()
+        current = "management" if "management" in endpoints else first
         ca = base64.b64encode((self.state_dir / "ca.crt").read_bytes()).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": n, "cluster": {"server": s.url, "certificate-authority-data": ca}}
-                for n, s in self.servers.items()
+                {"name": n, "cluster": {"server": url, "certificate-authority-data": ca}}
+                for n, (url, _) in endpoints.items()
             ],
-            "users": [{"name": n, "user": {"token": s.config.token}} for n, s in self.servers.items()],
-            "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in self.servers],
+            "users": [{"name": n, "user": {"token": token}} for n, (_, token) in endpoints.items()],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in endpoints],
             "current-context": current,
             "preferences": {},
         }
@@ -160,17 +256,11 @@ class LocalClusters:
 
     def _server_config(self, cluster: LocalCluster) -> ServerConfig:
         folder = self._cluster_dir(cluster.name)
-        folder.mkdir(parents=True, exist_ok=True)
-        token_file = folder / "token"
-        if token_file.exists():
-            token = token_file.read_text().strip()
-        else:
-            token = secrets.token_urlsafe(32)
-            _write_private(token_file, token)
+        _private_dir(folder, ours=True)
         tls = serving_cert(self.state_dir, cluster.name, "127.0.0.1")
         return ServerConfig(
             name=cluster.name,
-            token=token,
+            token=_token(folder),
             port=cluster.port or _reusable_port(folder / "port"),
             state_dir=folder,
             log_dir=folder / "logs",
@@ -189,6 +279,24 @@ class LocalClusters:
                                 if response.status == 200:
                                     break
                         await asyncio.sleep(0.05)
+
+
+def _token(folder: Path) -> str:
+    """The cluster's admin token: made the first time, the same one after (kubeconfigs stay valid)."""
+    token_file = folder / "token"
+    if token_file.exists():
+        return token_file.read_text().strip()
+    token = secrets.token_urlsafe(32)
+    _write_private(token_file, token)
+    return token
+
+
+def _private_dir(folder: Path, *, ours: bool = False) -> None:
+    """``folder`` made with mode 0700 if it is new (the state directory holds tokens and keys); a folder that is
+    ``ours`` (a cluster's) is made owner-only even if it exists."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if ours:
+        folder.chmod(0o700)
 
 
 def _reusable_port(port_file: Path) -> int:
