@@ -37,15 +37,23 @@ class ComponentsSetup:
     kubeconfig: dict[str, Any]  # with a context named after the cluster
     log_dir: Path  # where the kubelet writes container logs
     meter: Meter | None = None
+    # The kubelet binds unscheduled pods itself where no kube-scheduler runs (the embedded server).
+    bind_pods: bool = True
 
 
 class ClusterComponents:
     """The controllers and kubelet of one local cluster, started and stopped together."""
 
     def __init__(
-        self, cluster: LocalCluster, kubeconfig: dict[str, Any], log_dir: Path, meter: Meter | None = None
+        self,
+        cluster: LocalCluster,
+        kubeconfig: dict[str, Any],
+        log_dir: Path,
+        meter: Meter | None = None,
+        *,
+        bind_pods: bool = True,
     ) -> None:
-        self.setup = ComponentsSetup(cluster, kubeconfig, log_dir, meter)
+        self.setup = ComponentsSetup(cluster, kubeconfig, log_dir, meter, bind_pods)
         self.client: KubeClient | None = None
         self.kubelet_client: KubeClient | None = None
         self.factory: InformerFactory | None = None
@@ -77,6 +85,7 @@ class ClusterComponents:
             cluster.kubelet,
             setup.log_dir,
             capacity_pods=cluster.capacity_pods,
+            bind_pods=setup.bind_pods,
         )
         self.factory.start()
         for recorder in self._recorders:

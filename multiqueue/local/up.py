@@ -107,8 +107,13 @@ class LocalClusters:
             for cluster in self.config.clusters:
                 # On an upstream cluster kube-controller-manager runs Jobs and CronJobs: the embedded ones stay off.
                 served = cluster.model_copy(update={"controllers": []}) if self.upstream else cluster
+                # There kube-scheduler binds pods, too; the kubelet only runs what is bound to its node.
                 components = ClusterComponents(
-                    served, kubeconfig, self._cluster_dir(cluster.name) / "logs", self.meter
+                    served,
+                    kubeconfig,
+                    self._cluster_dir(cluster.name) / "logs",
+                    self.meter,
+                    bind_pods=not self.upstream,
                 )
                 self.components[cluster.name] = components
                 await components.start()

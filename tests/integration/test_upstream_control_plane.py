@@ -440,14 +440,18 @@ async def test_local_up_serves_upstream_clusters_kube_controller_manager_runs_jo
             for pod in made():
                 managers = {entry.get("manager") for entry in metadata(pod).get("managedFields") or []}
                 assert "kube-controller-manager" in managers, managers
+            # Our kubelet is the cluster's node: Ready, kube-scheduler binds the pods to it, and it runs them.
             node = await client.get(NODES, NODE)
-            if node_ready(node):
-                await changes.until(
-                    lambda: all(as_dict(p.get("spec")).get("nodeName") == NODE for p in made()), 120
-                )
-                print(f"kube-scheduler bound both pods to {NODE}")
-            else:
-                print(f"{NODE} is not Ready: the pods stay unscheduled ({node.get('status')})")
+            assert node_ready(node), node.get("status")
+            await changes.until(
+                lambda: all(as_dict(p.get("spec")).get("nodeName") == NODE for p in made()), 120
+            )
+            for pod in made():
+                writers = {entry.get("manager") for entry in metadata(pod).get("managedFields") or []}
+                assert "kube-scheduler" in writers, metadata(pod).get("managedFields")
+            await changes.until(
+                lambda: all(as_dict(p.get("status")).get("phase") == "Succeeded" for p in made()), 120
+            )
         finally:
             await factory.stop()
             await client.close()
@@ -528,6 +532,8 @@ async def test_a_stopped_upstream_cluster_serves_the_same_objects_on_the_same_ad
     await clusters.start()
     try:
         assert [line.split(":")[0] for line in said] == ["solo"]
+        # kube-scheduler binds pods there: the kubelet only runs what is bound to its node.
+        assert clusters.components["solo"].setup.bind_pods is False
         plane = clusters.control_planes["solo"]
         first = plane.processes["kube-apiserver"].process
         assert first is not None
