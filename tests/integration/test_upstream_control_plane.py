@@ -554,3 +554,23 @@ async def test_a_stopped_upstream_cluster_serves_the_same_objects_on_the_same_ad
     finally:
         await clusters.stop()
     assert pids_under(tmp_path / "state") == []
+
+
+def test_the_build_script_run_again_builds_nothing_and_names_the_folder() -> None:
+    """`bash hack/build-control-plane.sh` on a built cache: no Go at work, the folder (KUBEBUILDER_ASSETS) printed."""
+    if not all((cache_dir() / name).exists() for name in BINARIES):
+        reason = f"the build cache {cache_dir()} is not complete: build it with `{BUILD_COMMAND}`"
+        print(reason)
+        pytest.skip(reason)
+    import subprocess
+
+    result = subprocess.run(
+        ["bash", str(REPO / "hack" / "build-control-plane.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip().splitlines()[-1]) == cache_dir()
+    assert "up to date" in result.stderr, result.stderr
