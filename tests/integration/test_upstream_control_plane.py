@@ -574,3 +574,51 @@ def test_the_build_script_run_again_builds_nothing_and_names_the_folder() -> Non
     assert result.returncode == 0, result.stderr
     assert Path(result.stdout.strip().splitlines()[-1]) == cache_dir()
     assert "up to date" in result.stderr, result.stderr
+
+
+async def test_kubectl_shows_the_node_ready_and_the_logs_of_a_worker_pod(tmp_path: Path) -> None:
+    """Through the real kube-apiserver: `kubectl get nodes` lists our kubelet's node Ready, and `kubectl logs`
+    reaches the kubelet API for a pod's output."""
+    binaries_or_skip()
+    if KUBECTL is None:
+        pytest.skip("kubectl is not on PATH")
+    state = tmp_path / "state"
+    kubeconfig = state / "kubeconfig"
+    process = local_up(tmp_path, {"clusters": [{"name": "worker-1"}]})
+    async with cleaned_up(process, state):
+        await process.start()
+        await process.wait_for_line(READY, within=START_TIMEOUT)
+        nodes = await kubectl(kubeconfig, "--context", "worker-1", "get", "nodes", "--no-headers")
+        assert re.search(rf"^{NODE}\s+Ready\s", nodes, re.MULTILINE), nodes
+        client = await connect(kubeconfig, "worker-1")
+        factory = InformerFactory(client)
+        pods = factory.informer(PODS, "default")
+        changes = Changes(pods)
+        factory.start()
+        try:
+            await pods.wait_for_sync()
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "talker"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "command": ["sh", "-c", "echo hello from upstream"],
+                        }
+                    ],
+                },
+            }
+            await client.create(PODS, body, "default")
+            await changes.until(
+                lambda: as_dict((pods.get("default/talker") or {}).get("status")).get("phase") == "Succeeded",
+                120,
+            )
+        finally:
+            await factory.stop()
+            await client.close()
+        logs = await kubectl(kubeconfig, "--context", "worker-1", "logs", "talker")
+        assert logs.strip() == "hello from upstream"
