@@ -34,13 +34,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--provider",
         choices=PROVIDERS,
         default=None,
-        help=f"clusters for tests/e2e: local (default) or kind; also ${PROVIDER_ENV}",
+        help=f"clusters for tests/e2e: local (default), upstream (local with kube-apiserver and friends) or kind; "
+        f"also ${PROVIDER_ENV}",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # A wrong $MULTIQUEUE_E2E_PROVIDER stops the run here rather than erroring in every e2e test.
     selected_provider(config.getoption("--provider"), os.environ)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """How many e2e scenarios ran (and how many skipped) on the session's provider: a session runs one provider,
+    so a comparison of providers reads these lines from one run of each."""
+    provider = selected_provider(config.getoption("--provider"), os.environ)
+    outcomes: dict[str, set[str]] = {}
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            if nodeid.startswith("tests/e2e/"):
+                outcomes.setdefault(outcome, set()).add(nodeid)
+    skipped = outcomes.get("skipped", set())
+    ran = set().union(*(ids for outcome, ids in outcomes.items() if outcome != "skipped")) - skipped
+    if not ran and not skipped:
+        return
+    counts = ", ".join(f"{len(ids)} {outcome}" for outcome, ids in sorted(outcomes.items()))
+    terminalreporter.write_sep("-", "e2e scenarios per provider")
+    terminalreporter.write_line(f"{provider}: {len(ran)} scenarios run, {len(skipped)} skipped ({counts})")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,9 +1,14 @@
 """The e2e scenario suite's providers of clusters.
 
 ``local`` (the default): ``multiqueue local up``'s clusters, in-process, with the embedded controllers and a
-process kubelet. ``kind`` (``--provider=kind`` or ``MULTIQUEUE_E2E_PROVIDER=kind``): real clusters from clusters/
-with the manager installed from deploy/ (tests/e2e/kind.py); where Docker or kind are missing its scenarios skip
-with the reason. Scenarios that drive the in-process manager or servers (``Clusters.local``) skip on kind.
+process kubelet. ``upstream`` (``--provider=upstream`` or ``MULTIQUEUE_E2E_PROVIDER=upstream``): the same clusters
+and manager, in-process, but each cluster served by upstream etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler (``local up --control-plane upstream``); every scenario skips, naming the build command, where the
+binaries are not built. The scenarios that reach into the embedded Job or CronJob controller objects skip there
+(kube-controller-manager runs Jobs and CronJobs, in a process of its own). ``kind`` (``--provider=kind``): real
+clusters from clusters/ with the manager installed from deploy/ (tests/e2e/kind.py); where Docker or kind are
+missing its scenarios skip with the reason. Scenarios that drive the in-process manager or servers
+(``Clusters.local``) skip on kind.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import pytest
 from multiqueue.api.types import CRONJOBS, JOBS, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
-from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
+from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
+from multiqueue.local.upstream import Binaries, MissingBinaries
 from tests.e2e.kind import REPO, KindEnvironment, KindProvider, KindUnavailable, selected_provider
 
 Obj = dict[str, Any]
@@ -39,13 +45,22 @@ class Clusters:
 
     @property
     def local(self) -> LocalClusters | None:
-        """The in-process clusters and manager; a scenario that needs them skips on any other provider."""
-        if self.provider != "local":
+        """The in-process clusters and manager (local and upstream); a scenario that needs them skips on kind."""
+        if self.local_clusters is None:
             pytest.skip(
                 f"needs the local provider: this scenario drives the in-process manager or API servers, "
                 f"which the {self.provider} provider does not have"
             )
         return self.local_clusters
+
+    def embedded_controllers(self, what: str) -> LocalClusters:
+        """The in-process clusters, for a scenario that drives the embedded Job or CronJob controller objects
+        (``what`` it does to them); it skips on the providers where kube-controller-manager runs those."""
+        if self.provider != "local":
+            skip_without_embedded_controllers(self.provider, what)
+        local = self.local
+        assert local is not None
+        return local
 
     def client(self, name: str = "management") -> KubeClient:
         return self.clients[name]
@@ -112,6 +127,31 @@ def e2e_provider(request: pytest.FixtureRequest) -> str:
     return selected_provider(request.config.getoption("--provider"), os.environ)
 
 
+def skip_without_embedded_controllers(provider: str, what: str) -> None:
+    pytest.skip(
+        f"cannot apply on the {provider} provider: this scenario {what}, and there kube-controller-manager runs "
+        f"Jobs and CronJobs in its own process, with the embedded controllers off"
+    )
+
+
+@pytest.fixture(scope="session")
+def control_plane(e2e_provider: str) -> ControlPlane:
+    """What serves the in-process clusters: the embedded server (local) or upstream binaries (upstream, which
+    skips, naming the build command, where they are not built). On kind there are no in-process clusters."""
+    if e2e_provider == "kind":
+        pytest.skip(
+            "needs in-process clusters: this scenario starts its own local clusters and manager, which the kind "
+            "provider does not have"
+        )
+    if e2e_provider == "local":
+        return "embedded"
+    try:
+        Binaries.find()
+    except MissingBinaries as exc:
+        pytest.skip(f"upstream provider: {exc}")
+    return "upstream"
+
+
 @pytest.fixture(scope="session")
 def kind_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindEnvironment]:
     """The kind clusters, made once for the session and deleted at its end."""
@@ -158,18 +198,21 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
 async def local_clusters(
     request: pytest.FixtureRequest, e2e_provider: str, tmp_path: Path
 ) -> AsyncIterator[Clusters]:
-    """One cluster that runs Jobs and CronJobs itself (local: the embedded controllers; kind: the management
-    cluster's kube-controller-manager)."""
+    """One cluster that runs Jobs and CronJobs itself (local: the embedded controllers; upstream and kind: the
+    management cluster's kube-controller-manager)."""
     if e2e_provider == "kind":
         async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
             yield on_kind
         return
-    config = LocalConfig(clusters=[LocalCluster(name="management", kubelet="process")])
+    config = LocalConfig(
+        clusters=[LocalCluster(name="management", kubelet="process")],
+        control_plane=request.getfixturevalue("control_plane"),
+    )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
     try:
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
-        yield Clusters(clients, clusters.kubeconfig_path)
+        yield Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
     finally:
         await clusters.stop(stop_pods=True)
 
@@ -186,6 +229,7 @@ async def dispatching_clusters(
     config = LocalConfig(
         clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
         manager=LocalManager(),
+        control_plane=request.getfixturevalue("control_plane"),
     )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
@@ -202,7 +246,7 @@ async def dispatching_clusters(
     await clusters.manager.start()
     try:
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
-        yield Clusters(clients, clusters.kubeconfig_path, clusters)
+        yield Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
     finally:
         await clusters.stop(stop_pods=True)
 

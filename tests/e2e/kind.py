@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 REPO: Final = Path(__file__).resolve().parents[2]
-PROVIDERS: Final = ("local", "kind")
+PROVIDERS: Final = ("local", "upstream", "kind")
 PROVIDER_ENV: Final = "MULTIQUEUE_E2E_PROVIDER"
 # The tag deploy/kustomization.yaml gives the image; the provider builds and loads exactly that one.
 IMAGE: Final = "multiqueue:0.1.0"

@@ -29,6 +29,7 @@ from multiqueue.api.types import JOBS
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import AlreadyExists, NotFound, ServerError, TransportError
+from multiqueue.local.config import ControlPlane
 from tests.support.jobwatch import (
     ORIGIN_LABEL,
     JobsView,
@@ -251,10 +252,13 @@ async def run_jobs_through_crashes(
 
 
 async def test_local_up_killed_at_random_points_runs_every_job_exactly_once(
-    tmp_path: Path, markers: Path
+    control_plane: ControlPlane, tmp_path: Path, markers: Path
 ) -> None:
     began = time.monotonic()
-    local = LocalUp(tmp_path, clusters_config("management", *WORKERS, manager_workers=WORKERS))
+    local = LocalUp(
+        tmp_path,
+        clusters_config("management", *WORKERS, manager_workers=WORKERS, control_plane=control_plane),
+    )
     try:
         print(f"\nlocal up ready in {await local.start():.1f} s")
         # local up's manager sweeps orphan mirrors every 60 s (the default gcInterval).
@@ -267,10 +271,10 @@ async def test_local_up_killed_at_random_points_runs_every_job_exactly_once(
 
 
 async def test_manager_killed_at_random_points_runs_every_job_exactly_once(
-    tmp_path: Path, markers: Path
+    control_plane: ControlPlane, tmp_path: Path, markers: Path
 ) -> None:
     began = time.monotonic()
-    local = LocalUp(tmp_path, clusters_config("management", *WORKERS))
+    local = LocalUp(tmp_path, clusters_config("management", *WORKERS, control_plane=control_plane))
     manager: ManagerProcess | None = None
     try:
         await local.start()

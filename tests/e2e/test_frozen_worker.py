@@ -26,6 +26,7 @@ import aiohttp
 import pytest
 
 from multiqueue.api.types import EVENTS, JOBS
+from multiqueue.local.config import ControlPlane
 from tests.support.jobwatch import (
     ORIGIN_LABEL,
     JobsView,
@@ -132,8 +133,10 @@ def free_port() -> int:
 
 
 @pytest.fixture
-async def frozen(tmp_path: Path) -> AsyncIterator[Frozen]:
-    local = LocalUp(tmp_path, clusters_config("management", "worker-1", "worker-2"))
+async def frozen(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Frozen]:
+    local = LocalUp(
+        tmp_path, clusters_config("management", "worker-1", "worker-2", control_plane=control_plane)
+    )
     proxy: Spawned | None = None
     manager: ManagerProcess | None = None
     users: JobsView | None = None

@@ -22,7 +22,7 @@ import yaml
 from multiqueue.api.types import JOBS
 from multiqueue.dispatch.mirror import FINALIZER_PREFIX, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
 from multiqueue.kube.client import KubeClient
-from multiqueue.local.config import LocalCluster, LocalConfig, LocalManager
+from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
 from tests.e2e.conftest import condition
@@ -68,10 +68,11 @@ def job(name: str, duration: float) -> Obj:
 
 
 @pytest.fixture
-async def simulated_clusters(tmp_path: Path) -> AsyncIterator[LocalClusters]:
+async def simulated_clusters(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[LocalClusters]:
     config = LocalConfig(
         clusters=[LocalCluster(name=n, kubelet="simulate") for n in ("management", "worker-1", "worker-2")],
         manager=LocalManager(),
+        control_plane=control_plane,
     )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()

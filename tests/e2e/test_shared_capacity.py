@@ -25,6 +25,7 @@ from multiqueue.api.types import EVENTS, JOBS, PRIORITY_CLASSES
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import ORIGIN_LABEL
 from multiqueue.kube.client import KubeClient
+from multiqueue.local.config import ControlPlane
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
 from tests.support.dispatching import (
@@ -75,15 +76,10 @@ class SharedWorker:
 
 
 @pytest.fixture
-async def shared_worker(e2e_provider: str, tmp_path: Path) -> AsyncIterator[SharedWorker]:
+async def shared_worker(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[SharedWorker]:
     """management and worker-1 with the JobGroup CRD; one manager dispatching Jobs and JobGroups to worker-1
     only, which takes MAX_JOBS of them and CPU_QUOTA cpu at once."""
-    if e2e_provider != "local":
-        pytest.skip(
-            f"needs the local provider: the manager and the stand-in JobGroup controller run in the test's "
-            f"process over in-process clusters, which the {e2e_provider} provider does not have"
-        )
-    clusters = await start_clusters(tmp_path / "state", ["management", WORKER])
+    clusters = await start_clusters(tmp_path / "state", ["management", WORKER], control_plane=control_plane)
     manager: Manager | None = None
     try:
         clients = clients_of(clusters)

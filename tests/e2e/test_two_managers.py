@@ -33,6 +33,7 @@ from multiqueue.dispatch.mirror import (
 )
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Forbidden
+from multiqueue.local.config import ControlPlane
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
 from tests.support.dispatching import (
@@ -74,13 +75,8 @@ class TwoManagers:
 
 
 @pytest.fixture
-async def two_managers(e2e_provider: str, tmp_path: Path) -> AsyncIterator[TwoManagers]:
-    if e2e_provider != "local":
-        pytest.skip(
-            f"needs the local provider: the two managers run in the test's process over in-process clusters, "
-            f"which the {e2e_provider} provider does not have"
-        )
-    clusters = await start_clusters(tmp_path / "state", ["management", *WORKERS])
+async def two_managers(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[TwoManagers]:
+    clusters = await start_clusters(tmp_path / "state", ["management", *WORKERS], control_plane=control_plane)
     managers: dict[str, Manager] = {}
     try:
         for name, managed_by in MANAGERS.items():

@@ -24,7 +24,7 @@ from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, KubeError
 from multiqueue.kube.informer import Handlers, Informer
-from multiqueue.local.config import LocalCluster, LocalConfig
+from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig
 from multiqueue.local.up import LocalClusters
 
 Obj = dict[str, Any]
@@ -77,10 +77,16 @@ def rv_of(obj: Obj) -> int:
 
 
 async def start_clusters(
-    state_dir: Path, names: Iterable[str], kubelet: Literal["process", "simulate", "none"] = "simulate"
+    state_dir: Path,
+    names: Iterable[str],
+    kubelet: Literal["process", "simulate", "none"] = "simulate",
+    control_plane: ControlPlane = "embedded",
 ) -> LocalClusters:
-    """Local clusters with the embedded Job controllers and a kubelet of the given mode, and no manager."""
-    config = LocalConfig(clusters=[LocalCluster(name=n, kubelet=kubelet) for n in names])
+    """Local clusters with a kubelet of the given mode, and no manager; Jobs run by the embedded Job controllers
+    (or, on an upstream ``control_plane``, by kube-controller-manager)."""
+    config = LocalConfig(
+        clusters=[LocalCluster(name=n, kubelet=kubelet) for n in names], control_plane=control_plane
+    )
     clusters = LocalClusters(config, state_dir)
     await clusters.start()
     return clusters

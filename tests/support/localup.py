@@ -28,9 +28,15 @@ START_TIMEOUT = 90.0
 TEST_CLIENT_OPTIONS = ClientOptions(max_attempts=1, request_timeout=15.0)
 
 
-def clusters_config(*names: str, manager_workers: list[str] | None = None, **manager: Any) -> dict[str, Any]:
-    """A ``local up`` config: these clusters (process kubelets), and a manager when ``manager_workers`` is given."""
-    config: dict[str, Any] = {"clusters": [{"name": n, "kubelet": "process"} for n in names]}
+def clusters_config(
+    *names: str, manager_workers: list[str] | None = None, control_plane: str = "embedded", **manager: Any
+) -> dict[str, Any]:
+    """A ``local up`` config: these clusters (process kubelets) served by ``control_plane``, and a manager when
+    ``manager_workers`` is given."""
+    config: dict[str, Any] = {
+        "clusters": [{"name": n, "kubelet": "process"} for n in names],
+        "controlPlane": control_plane,
+    }
     if manager_workers is not None:
         config["manager"] = {"management": "management", "workers": manager_workers, **manager}
     return config
