@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-from multiqueue.api.meta import format_time
 from multiqueue.api.types import EVENTS, JOBS, LEASES, NAMESPACES, PODS, PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import LeaderElectionConfig
@@ -151,15 +150,16 @@ async def test_waiting_jobs_get_capacity_by_priority_then_age(
     workers[0].capacity.max_jobs = 1
     await restart_manager(clusters, workers=workers)
     management = clusters.client()
-    await management.create(
-        PRIORITY_CLASSES,
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": "high"},
-            "value": 1000,
-        },
-    )
+    high = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    # The class exists on the worker too, as an admin sets it up: the mirror's pods name it, and kube-apiserver's
+    # Priority admission refuses pods that name a class the cluster lacks.
+    for cluster in ("management", workers[0].name):
+        await clusters.client(cluster).create(PRIORITY_CLASSES, high)
     gate = tmp_path / "gate"
     await management.create(JOBS, gated("blocker", gate), "default")
     await clusters.wait_for(JOBS, "default", "blocker", placed)
@@ -270,7 +270,8 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
             "spec": {
                 "holderIdentity": "another-manager",
                 "leaseDurationSeconds": 3600,
-                "renewTime": format_time(datetime.now(UTC)),
+                # A MicroTime: kube-apiserver refuses one without the microseconds.
+                "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             },
         },
         "multiqueue-system",
