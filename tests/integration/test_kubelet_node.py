@@ -37,6 +37,7 @@ from multiqueue.local.kubeletapi import KubeletAuth
 from multiqueue.local.node import NodeTiming
 from tests.support.clients import client_for
 from tests.support.clock import FakeClock
+from tests.support.pods import phase, pod_body
 from tests.support.servers import kubeconfig_dict
 from tests.support.waiting import Changes
 
@@ -110,21 +111,6 @@ def kubelet_port(node: Obj | None) -> int:
         .get("kubeletEndpoint", {})
         .get("Port", 0)
     )
-
-
-def pod_body(name: str, argv: list[str], *, node: str | None = NODE, policy: str = "Never") -> Obj:
-    spec: Obj = {
-        "restartPolicy": policy,
-        "terminationGracePeriodSeconds": 2,
-        "containers": [{"name": "main", "image": "busybox:1.36", "command": argv}],
-    }
-    if node is not None:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-
-
-def phase(pod: Obj | None) -> str | None:
-    return None if pod is None else (pod.get("status") or {}).get("phase")
 
 
 def condition(obj: Obj | None, type_: str) -> Obj:
@@ -263,7 +249,7 @@ async def test_with_binding_off_an_unbound_pod_stays_pending(
     apiserver: ApiServer, api: Api, tmp_path: Path
 ) -> None:
     await api.client.create(PODS, pod_body("unbound", ["true"], node=None), "default")
-    await api.client.create(PODS, pod_body("bound", ["true"]), "default")
+    await api.client.create(PODS, pod_body("bound", ["true"], node=NODE), "default")
     async with kubelet(api, apiserver, tmp_path / "logs", bind_pods=False) as running:
         await api.until(lambda: phase(api.pod("bound")) == "Succeeded")
         await running.sync("default/unbound")  # looked at once more, as on any change: still not its business
@@ -275,7 +261,7 @@ async def test_with_binding_off_an_unbound_pod_stays_pending(
 async def test_pod_status_reads_back_typed_as_upstream_kubelet_writes_it(
     apiserver: ApiServer, api: Api, tmp_path: Path
 ) -> None:
-    await api.client.create(PODS, pod_body("fails", ["sh", "-c", "exit 3"]), "default")
+    await api.client.create(PODS, pod_body("fails", ["sh", "-c", "exit 3"], node=NODE), "default")
     async with kubelet(api, apiserver, tmp_path / "logs"):
         await api.until(lambda: phase(api.pod("fails")) == "Failed")
         with official_client(apiserver, tmp_path) as api_client:
@@ -297,7 +283,7 @@ async def test_pod_status_reads_back_typed_as_upstream_kubelet_writes_it(
     (container,) = status.container_statuses
     assert (container.name, container.image, container.restart_count, container.ready) == (
         "main",
-        "busybox:1.36",
+        "busybox",  # the spec's image
         0,
         False,
     )
@@ -334,12 +320,14 @@ async def test_container_logs_honour_tail_limit_timestamps_and_previous(
 ) -> None:
     logs = tmp_path / "logs"
     await api.client.create(
-        PODS, pod_body("lines", ["sh", "-c", "echo one; echo two; echo three"]), "default"
+        PODS, pod_body("lines", ["sh", "-c", "echo one; echo two; echo three"], node=NODE), "default"
     )
     # An OnFailure pod whose first attempt failed an hour ago (so there is no back-off left), as the records of a
     # kubelet that went down would show: the next attempt runs at once.
     argv = ["sh", "-c", "echo second try"]
-    retried = await api.client.create(PODS, pod_body("retried", argv, policy="OnFailure"), "default")
+    retried = await api.client.create(
+        PODS, pod_body("retried", argv, policy="OnFailure", node=NODE), "default"
+    )
     records = containers.PodRecords(logs / "default" / "retried", retried["metadata"]["uid"])
     records.begin(NODE, "default", "retried", "2025-01-01T00:00:00Z")
     run_dir = records.container("main").start(1, "2025-01-01T00:00:00Z")
@@ -399,7 +387,7 @@ async def test_following_a_log_streams_until_the_container_ends(
 ) -> None:
     gate = tmp_path / "gate"
     script = f"echo before; while [ ! -e {gate} ]; do sleep 0.05; done; echo after"
-    await api.client.create(PODS, pod_body("follow", ["sh", "-c", script]), "default")
+    await api.client.create(PODS, pod_body("follow", ["sh", "-c", script], node=NODE), "default")
     async with kubelet(api, apiserver, tmp_path / "logs") as running, https(running) as session:
         await api.until(lambda: phase(api.pod("follow")) == "Running")
         async with session.get("/containerLogs/default/follow/main", params={"follow": "true"}) as response:
@@ -445,7 +433,7 @@ async def test_the_kubelet_api_asks_for_the_token_or_client_certificate_it_is_gi
 ) -> None:
     ca_file, cert = client_certificate(tmp_path)
     auth = KubeletAuth(token="s3cret", client_ca_file=ca_file)
-    await api.client.create(PODS, pod_body("hello", ["echo", "hello"]), "default")
+    await api.client.create(PODS, pod_body("hello", ["echo", "hello"], node=NODE), "default")
     path = "/containerLogs/default/hello/main"
     async with kubelet(api, apiserver, tmp_path / "logs", api_auth=auth) as running:
         await api.until(lambda: phase(api.pod("hello")) == "Succeeded")

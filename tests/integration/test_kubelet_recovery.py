@@ -28,6 +28,7 @@ from multiqueue.local import containers
 from multiqueue.local.apiserver.server import ApiServer
 from multiqueue.local.kubelet import LocalKubelet
 from tests.support.clients import client_for
+from tests.support.pods import phase, pod_body
 from tests.support.waiting import Changes
 
 Obj = dict[str, Any]
@@ -80,21 +81,6 @@ def command(markers: Path, fifo: Path, gate: Path, code: int = 0) -> list[str]:
         f"while [ ! -e {gate} ]; do sleep 0.1; done; exit {code}"
     )
     return ["sh", "-c", script]
-
-
-def pod_body(name: str, argv: list[str], *, node: str | None = None, policy: str = "Never") -> Obj:
-    spec: Obj = {
-        "restartPolicy": policy,
-        "terminationGracePeriodSeconds": 2,
-        "containers": [{"name": "main", "image": "busybox", "command": argv}],
-    }
-    if node is not None:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-
-
-def phase(pod: Obj | None) -> str | None:
-    return None if pod is None else (pod.get("status") or {}).get("phase")
 
 
 def finished(pod: Obj | None) -> bool:
