@@ -74,6 +74,8 @@ log = logging.getLogger(__name__)
 MODES: Final = ("process", "simulate", "none")
 SIMULATE_DURATION: Final = "multiqueue.dev/simulate-duration"
 SIMULATE_EXIT_CODE: Final = "multiqueue.dev/simulate-exit-code"
+# A pod whose status could not be written is synced again after this.
+POD_RETRY: Final = 1.0
 _FIELD_REF: Final = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 
@@ -407,7 +409,10 @@ class LocalKubelet:
         except asyncio.CancelledError:
             raise
         except KubeError as exc:
-            log.warning("kubelet %s: pod %s: %s", self.node_name, key, exc)
+            # The API server did not take a status write (it restarts, say): look at the pod again shortly. The
+            # records let that run take over the container where it is, or report how it ended.
+            log.warning("kubelet %s: pod %s: %s; syncing it again in %gs", self.node_name, key, exc, POD_RETRY)
+            self.queue.add_after(key, POD_RETRY)
         except Exception:
             log.exception("kubelet %s: pod %s failed", self.node_name, key)
         finally:

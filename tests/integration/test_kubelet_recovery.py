@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ from multiqueue.local.apiserver.server import ApiServer
 from multiqueue.local.kubelet import LocalKubelet
 from tests.support.clients import client_for
 from tests.support.pods import phase, pod_body
+from tests.support.processes import REPO
 from tests.support.waiting import Changes
 
 Obj = dict[str, Any]
@@ -479,3 +481,80 @@ async def test_stop_all_pods_stops_what_a_stopped_kubelet_left_running(
         await stopped.stop_all_pods(grace=5)
         for pid in pids.values():
             await ended(pid, within=1)
+
+
+async def _proxy(listen: int, target: int) -> tuple[asyncio.subprocess.Process, int]:
+    """The TCP proxy of tests/support in front of the API server; its process and the port it listens on."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.support.tcpproxy", str(listen), "127.0.0.1", str(target),
+        stdout=asyncio.subprocess.PIPE, cwd=REPO,
+    )  # fmt: skip
+    assert process.stdout is not None
+    async with asyncio.timeout(30):
+        port = int((await process.stdout.readline()).decode().strip())
+    return process, port
+
+
+async def test_a_container_that_ends_while_the_api_server_is_out_of_reach_is_reported_once_it_is_back(
+    apiserver: ApiServer, api: Watch, tmp_path: Path
+) -> None:
+    """The kubelet's status write fails (its connection to the API server is gone when the container ends): the
+    pod is synced again, and once the server is reachable its end is reported, with the real exit code."""
+    from multiqueue.kube.client import ClientOptions
+    from multiqueue.kube.config import load_credentials
+    from tests.support.servers import kubeconfig_dict
+
+    logs, markers, gate = tmp_path / "logs", tmp_path / "markers", tmp_path / "gate"
+    markers.mkdir()
+    given_up = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Noticed(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "default/cut" in record.getMessage() and "syncing it again" in record.getMessage():
+                loop.call_soon_threadsafe(given_up.set)
+
+    noticed = Noticed()
+    logging.getLogger("multiqueue.local.kubelet").addHandler(noticed)
+    proxy, port = await _proxy(0, apiserver.port)
+    try:
+        config = kubeconfig_dict(apiserver, "kubelet")
+        for entry in config["clusters"]:
+            entry["cluster"]["server"] = f"{entry['cluster']['server'].rsplit(':', 1)[0]}:{port}"
+        # One attempt per request: the write fails at once while the proxy is down, rather than after retries.
+        client = KubeClient(
+            await load_credentials(config_dict=config), "kubelet", ClientOptions(max_attempts=1)
+        )
+        factory = InformerFactory(client)
+        running = LocalKubelet(client, factory, NODE, "process", logs)
+        factory.start()
+        task = asyncio.create_task(running.run())
+        try:
+            async with Fifo(tmp_path / "fifo") as fifo:
+                await api.client.create(
+                    PODS, pod_body("cut", command(markers, fifo.path, gate), node=NODE), "default"
+                )
+                pid = (await fifo.started(1))["cut"]
+                await api.until(lambda: phase(api.pod("cut")) == "Running")
+                proxy.kill()  # the kubelet's connections drop, and new ones are refused
+                await proxy.wait()
+                gate.touch()
+                await ended(pid)
+                async with asyncio.timeout(30):
+                    await given_up.wait()  # its status write failed: the pod is to be synced again
+                proxy, _ = await _proxy(port, apiserver.port)
+                await api.until(lambda: finished(api.pod("cut")))
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await factory.stop()
+            await client.close()
+    finally:
+        logging.getLogger("multiqueue.local.kubelet").removeHandler(noticed)
+        if proxy.returncode is None:
+            proxy.kill()
+            await proxy.wait()
+    assert phase(api.pod("cut")) == "Succeeded"
+    assert terminated(api.pod("cut"))["exitCode"] == 0
+    assert len(marker_lines(markers, "cut")) == 1
