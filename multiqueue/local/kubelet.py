@@ -411,7 +411,9 @@ class LocalKubelet:
         except KubeError as exc:
             # The API server did not take a status write (it restarts, say): look at the pod again shortly. The
             # records let that run take over the container where it is, or report how it ended.
-            log.warning("kubelet %s: pod %s: %s; syncing it again in %gs", self.node_name, key, exc, POD_RETRY)
+            log.warning(
+                "kubelet %s: pod %s: %s; syncing it again in %gs", self.node_name, key, exc, POD_RETRY
+            )
             self.queue.add_after(key, POD_RETRY)
         except Exception:
             log.exception("kubelet %s: pod %s failed", self.node_name, key)
