@@ -328,9 +328,12 @@ async def test_ctrl_c_leaves_pods_running_and_the_next_local_up_adopts_them(scen
 
 
 @asynccontextmanager
-async def kubelet(apiserver: ApiServer, logs: Path) -> AsyncIterator[LocalKubelet]:
-    """A process kubelet for NODE; leaving the block stops it as `local up` does (cancellation)."""
-    client = await client_for(apiserver, "kubelet")
+async def kubelet(
+    apiserver: ApiServer, logs: Path, client: KubeClient | None = None
+) -> AsyncIterator[LocalKubelet]:
+    """A process kubelet for NODE (talking through ``client`` when given); leaving the block stops it as
+    `local up` does (cancellation)."""
+    client = client or await client_for(apiserver, "kubelet")
     factory = InformerFactory(client)
     running = LocalKubelet(client, factory, NODE, "process", logs)
     factory.start()
@@ -525,31 +528,20 @@ async def test_a_container_that_ends_while_the_api_server_is_out_of_reach_is_rep
         client = KubeClient(
             await load_credentials(config_dict=config), "kubelet", ClientOptions(max_attempts=1)
         )
-        factory = InformerFactory(client)
-        running = LocalKubelet(client, factory, NODE, "process", logs)
-        factory.start()
-        task = asyncio.create_task(running.run())
-        try:
-            async with Fifo(tmp_path / "fifo") as fifo:
-                await api.client.create(
-                    PODS, pod_body("cut", command(markers, fifo.path, gate), node=NODE), "default"
-                )
-                pid = (await fifo.started(1))["cut"]
-                await api.until(lambda: phase(api.pod("cut")) == "Running")
-                proxy.kill()  # the kubelet's connections drop, and new ones are refused
-                await proxy.wait()
-                gate.touch()
-                await ended(pid)
-                async with asyncio.timeout(30):
-                    await given_up.wait()  # its status write failed: the pod is to be synced again
-                proxy, _ = await _proxy(port, apiserver.port)
-                await api.until(lambda: finished(api.pod("cut")))
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await factory.stop()
-            await client.close()
+        async with kubelet(apiserver, logs, client), Fifo(tmp_path / "fifo") as fifo:
+            await api.client.create(
+                PODS, pod_body("cut", command(markers, fifo.path, gate), node=NODE), "default"
+            )
+            pid = (await fifo.started(1))["cut"]
+            await api.until(lambda: phase(api.pod("cut")) == "Running")
+            proxy.kill()  # the kubelet's connections drop, and new ones are refused
+            await proxy.wait()
+            gate.touch()
+            await ended(pid)
+            async with asyncio.timeout(30):
+                await given_up.wait()  # its status write failed: the pod is to be synced again
+            proxy, _ = await _proxy(port, apiserver.port)
+            await api.until(lambda: finished(api.pod("cut")))
     finally:
         logging.getLogger("multiqueue.local.kubelet").removeHandler(noticed)
         if proxy.returncode is None:
