@@ -46,7 +46,7 @@ class Rejection:
     message: str
     at: float
     attempts: int = 1
-    # For AlreadyExists: the origin label of the Job that is there ("" when it carries none).
+    # Set when a Job of that name is already there: its origin label ("" when it carries none). None: refused.
     existing_origin: str | None = None
 
     def retry_at(self) -> float:
@@ -210,7 +210,7 @@ def _create(
     if rejection is not None and seen.now < rejection.retry_at():
         # Nothing was created: let the placement go, so the Job waits (or goes elsewhere) with the reason.
         actions.unplace = True
-        reason = "MirrorConflict" if rejection.reason == "AlreadyExists" else "MirrorRejected"
+        reason = "MirrorConflict" if rejection.existing_origin is not None else "MirrorRejected"
         actions.events.append(Event(WARNING, reason, _rejected_message(rejection)))
         actions.waiting = Waiting(WaitReason.MIRROR_REJECTED, _rejected_message(rejection))
         return actions
@@ -223,12 +223,12 @@ def _create(
 
 
 def _rejected_message(rejection: Rejection) -> str:
-    if rejection.reason == "AlreadyExists" and rejection.existing_origin != "":
+    if rejection.existing_origin:
         return (
             f"worker {rejection.worker} has a Job of this name made by another manager "
             f"({rejection.existing_origin}); it is left alone"
         )
-    if rejection.reason == "AlreadyExists":
+    if rejection.existing_origin is not None:
         return f"worker {rejection.worker} has a Job of this name that multiqueue did not create; it is left alone"
     return f"worker {rejection.worker} refused the mirror ({rejection.reason}): {rejection.message}"
 
