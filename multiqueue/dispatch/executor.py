@@ -24,7 +24,7 @@ from multiqueue.dispatch.mirror import (
     REQUESTED_CLUSTER_ANNOTATION,
     Identity,
 )
-from multiqueue.dispatch.workers import WorkerBusy, WorkerPool
+from multiqueue.dispatch.workers import WorkerBusy, WorkerPool, WorkerUnreachable
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooManyRequests
 from multiqueue.kube.events import EventRecorder
@@ -72,9 +72,11 @@ class Executor:
             await self._perform(key, adapter, user, actions)
         except _Stop as stop:
             return stop.requeue_after
-        except WorkerBusy as busy:
+        except (WorkerBusy, WorkerUnreachable) as stalled:
             # Everything done so far is recorded in the clusters; the next sync goes on from there.
-            log.info("worker %s is slow to answer; %s is synced again later", busy)
+            log.info(
+                "worker %s is slow to answer or stopped answering; %s/%s is synced again later", stalled, *key
+            )
             return WORKER_BUSY_RETRY
         return actions.requeue_after
 

@@ -103,6 +103,9 @@ def decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed)
     for target in (actions.create_mirror, actions.seed_progress, actions.suspend_mirror):
         if target is not None:
             touched.add(target[0])
+    if touched - active:
+        # It does not answer: nothing is asked of it until it is back, and its return syncs every Job placed there.
+        return Actions()
     if touched & slow:
         # That worker is slow to answer: decide again later rather than hold a sync waiting on it.
         return Actions(requeue_after=WORKER_BUSY_RETRY)

@@ -14,7 +14,7 @@ import uuid
 
 from opentelemetry.metrics import Meter
 
-from multiqueue.api.types import PRIORITY_CLASSES
+from multiqueue.api.types import NAMESPACES, PRIORITY_CLASSES
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.connections import WorkerConnections
@@ -25,6 +25,7 @@ from multiqueue.dispatch.secretwatch import SecretWorkers
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
+from multiqueue.kube.errors import AlreadyExists, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaderWork, LeaseTimings
@@ -64,6 +65,8 @@ class Manager:
             allow_insecure=config.management.allow_insecure,
         )
         self.management = management = KubeClient(credentials, "management")
+        for namespace in dict.fromkeys([config.namespace, config.lease_namespace]):
+            await _ensure_namespace(management, namespace)
         self.management_factory = factory = InformerFactory(management)
         recorder = EventRecorder(management, COMPONENT)
         self.dispatcher = dispatcher = Dispatcher(
@@ -155,3 +158,26 @@ class Manager:
             await self.management_factory.stop()
         if self.management is not None:
             await self.management.close()
+
+
+async def _ensure_namespace(client: KubeClient, name: str) -> None:
+    """The manager's namespace holds its Leases and the Secrets of live workers: make it when it is missing (as
+    deploy/ does), and say plainly what is lost when that is not allowed."""
+    try:
+        await client.get(NAMESPACES, name)
+        return
+    except NotFound:
+        pass
+    try:
+        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        log.info("created namespace %s on the management cluster for the manager's Leases", name)
+    except AlreadyExists:
+        pass
+    except KubeError as exc:
+        log.warning(
+            "namespace %s does not exist on the management cluster and cannot be created (%s): worker loss clocks "
+            "are not recorded and leader election cannot run; create it with: kubectl create namespace %s",
+            name,
+            exc,
+            name,
+        )

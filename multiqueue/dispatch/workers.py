@@ -50,15 +50,27 @@ class WorkerBusy(Exception):
     """No slot for this worker came free in time: it is slow or hung."""
 
 
+class WorkerUnreachable(Exception):
+    """The worker stopped answering while a request to it was under way; the request was given up."""
+
+
 class Slots:
-    """Requests to one worker at once; a worker that hangs holds no more than these."""
+    """Requests to one worker at once; a worker that hangs holds no more than these, and none of them for longer
+    than it takes the health probe to notice (:meth:`abort`)."""
 
     def __init__(self, count: int) -> None:
         self._free = asyncio.Semaphore(count)
-        self._started: list[float] = []  # monotonic start times of the requests holding a slot
+        # The deadline of each request holding a slot, and when it started (monotonic).
+        self._held: dict[asyncio.Timeout, float] = {}
 
     def slow(self, now: float) -> bool:
-        return self._free.locked() and bool(self._started) and now - min(self._started) > SLOW_AFTER
+        return self._free.locked() and bool(self._held) and now - min(self._held.values()) > SLOW_AFTER
+
+    def abort(self) -> None:
+        """Give up every request under way: the worker stopped answering, so none of them will be answered."""
+        now = asyncio.get_running_loop().time()
+        for deadline in self._held:
+            deadline.reschedule(now)
 
     @contextlib.asynccontextmanager
     async def held(self, name: str) -> AsyncIterator[None]:
@@ -67,12 +79,19 @@ class Slots:
                 await self._free.acquire()
         except TimeoutError:
             raise WorkerBusy(name) from None
-        started = time.monotonic()
-        self._started.append(started)
+        deadline = asyncio.timeout(None)
         try:
-            yield
+            async with deadline:
+                self._held[deadline] = time.monotonic()
+                try:
+                    yield
+                finally:
+                    del self._held[deadline]
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise WorkerUnreachable(name) from None
         finally:
-            self._started.remove(started)
             self._free.release()
 
 
@@ -259,6 +278,7 @@ class WorkerPool:
                 self._health_changed(worker.name)
             elif not worker.active and worker.inactive_since is None:
                 worker.inactive_since = self.clock()
+                worker.slots.abort()
                 self._health_changed(worker.name)
             if was_active and not worker.active:
                 log.warning("worker %s is unreachable: %s", worker.name, worker.reason)

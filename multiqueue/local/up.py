@@ -28,10 +28,8 @@ import aiohttp
 import yaml
 from opentelemetry.metrics import Meter
 
-from multiqueue.api.types import NAMESPACES
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.manager import Manager
-from multiqueue.kube.errors import AlreadyExists
 from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
@@ -129,24 +127,10 @@ class LocalClusters:
             await asyncio.to_thread(_write_private, self.state_dir / "manager.yaml", manager_yaml)
             self.manager = Manager(self.manager_config(), meter=self.meter)
             try:
-                await self._create_manager_namespace()
                 await self.manager.start()
             except BaseException:
                 await self.stop()
                 raise
-
-    async def _create_manager_namespace(self) -> None:
-        """The manager's own namespace (its Leases and worker Secrets), as deploy/ makes it on a real cluster."""
-        assert self.config.manager is not None
-        client = self.components[self.config.manager.management].client
-        assert client is not None, "the cluster's components start before the manager"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": self.manager_config().namespace},
-        }
-        with contextlib.suppress(AlreadyExists):
-            await client.create(NAMESPACES, body)
 
     async def stop_server(self, name: str) -> None:
         """Take one cluster's API server down (its state and address stay): a cluster that became unreachable."""

@@ -45,6 +45,10 @@ def placed_on(job: Obj) -> str | None:
     return ((job.get("metadata") or {}).get("labels") or {}).get(CLUSTER_LABEL)
 
 
+def _state(name: str, job: Obj) -> str:
+    return f"{name} on {placed_on(job) or '-'} status {json.dumps(job.get('status') or {}, sort_keys=True)}"
+
+
 def our_finalizers(job: Obj) -> list[str]:
     return [f for f in (job.get("metadata") or {}).get("finalizers") or [] if f.startswith(FINALIZER_PREFIX)]
 
@@ -217,13 +221,16 @@ class JobsView:
             described = what() if callable(what) else what
             raise AssertionError(f"not within {within:.0f} s: {described or predicate}") from None
 
+    def states(self, names: list[str]) -> str:
+        """Where each of ``names`` is placed and its status, for failure messages."""
+        return "; ".join(
+            _state(n, j) if (j := self.latest.get(n)) is not None else f"{n} not seen" for n in names
+        )
+
     def unfinished(self, limit: int = 10) -> str:
         """Some Jobs that have not finished, with their status, for failure messages."""
         waiting = [(n, j) for n, j in sorted(self.latest.items()) if not finished(j)]
-        shown = "; ".join(
-            f"{n} on {placed_on(j) or '-'} status {json.dumps(j.get('status') or {}, sort_keys=True)}"
-            for n, j in waiting[:limit]
-        )
+        shown = "; ".join(_state(n, j) for n, j in waiting[:limit])
         return f"{len(waiting)} unfinished: {shown}"
 
     def empty(self) -> bool:

@@ -281,6 +281,37 @@ def test_a_slow_worker_touched_means_look_again_later_and_nothing_else(
     assert run(user, mirrors, workers) == Actions(requeue_after=WORKER_BUSY_RETRY)
 
 
+_SUSPENDED_MIRROR = mirror_of(_PLACED_1)
+_SUSPENDED_MIRROR["spec"]["suspend"] = True
+
+
+def _unreachable(worker: str) -> list[WorkerView]:
+    return [
+        dataclasses.replace(w, active=False, reason="ClientConnectionFailed") if w.name == worker else w
+        for w in TWO
+    ]
+
+
+@pytest.mark.parametrize(
+    ("user", "mirrors"),
+    [
+        pytest.param(placed(user_job(suspend=True), "worker-1"), {"worker-1": mirror_of(_PLACED_1)}, id="suspend"),
+        pytest.param(_PLACED_1, {"worker-1": _SUSPENDED_MIRROR}, id="resume"),
+        pytest.param(_PROGRESS_USER, {"worker-1": _SEEDING}, id="seed-progress"),
+        pytest.param(_PROGRESS_USER, {"worker-1": _SEEDED}, id="resume-seeded"),
+    ],
+)  # fmt: skip
+def test_nothing_is_asked_of_an_unreachable_worker(
+    user: dict[str, Any], mirrors: dict[str, dict[str, Any]]
+) -> None:
+    calm = run(user, mirrors)
+    assert "worker-1" in {t[0] for t in (calm.seed_progress, calm.suspend_mirror) if t is not None}, (
+        "the same sync with worker-1 answering does ask something of it"
+    )
+    # Not even a retry: worker-1's return syncs every Job placed there.
+    assert run(user, mirrors, _unreachable("worker-1")) == Actions()
+
+
 def test_a_slow_worker_not_touched_does_not_hold_a_sync() -> None:
     user = _PLACED_1
     mirror = mirror_of(user, startTime=T0, active=1)
