@@ -31,6 +31,9 @@ NAMESPACE_FINALIZER: Final = "kubernetes"
 MODIFIED_MESSAGE: Final = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
+INVALID_REQUEST: Final = "the server rejected our request due to an error in our request"
+# Kinds whose delete answers with the object, as upstream's storage for them is set up to; the rest a Status.
+RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services"})
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -51,7 +54,10 @@ class ApiError(Exception):
 
 
 def _error(code: int, reason: str, message: str, details: Obj | None = None) -> ApiError:
-    return ApiError(errors.status(code, reason, message, details))
+    status = errors.status(code, reason, message, details)
+    if details is not None:
+        status["details"] = details  # upstream writes an empty details object on some errors
+    return ApiError(status)
 
 
 def _what(rtype: ResourceType) -> str:
@@ -97,13 +103,15 @@ class Rest:
             if limit and len(items) >= limit:
                 remaining += 1
                 continue
-            items.append(self._present(rtype, obj))
+            items.append(self._list_item(rtype, obj))
             if limit and len(items) == limit:
                 next_token = _encode_continue(rv, key)
         list_meta: Obj = {"resourceVersion": str(rv)}
         if remaining:
             list_meta["continue"] = next_token
-            list_meta["remainingItemCount"] = remaining
+            if not label_selector and not field_selector:
+                # Upstream counts what is left only when it need not filter to know.
+                list_meta["remainingItemCount"] = remaining
         return {
             "kind": rtype.list_kind,
             "apiVersion": rtype.api_version,
@@ -128,6 +136,13 @@ class Rest:
             return fields.empty or fields.matches(selectors.fields_of(rtype.group, rtype.kind, obj))
 
         return matches
+
+    def _list_item(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """Items of a built-in kind's list carry no apiVersion and kind (Go's typed lists drop them); custom
+        resources' items keep theirs."""
+        if rtype.schema is not None:
+            return self._present(rtype, obj)
+        return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
 
     def _present(self, rtype: ResourceType, obj: Obj) -> Obj:
         """Objects of a CRD served in several versions carry the version they were asked for."""
@@ -258,13 +273,11 @@ class Rest:
                     "use client-side `kubectl apply` (the default) or a merge patch",
                 )
             else:
-                raise _error(
-                    415,
-                    "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - accepted media types include: "
-                    f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_PATCH}",
-                )
+                raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         except patches.PatchError as exc:
+            if str(exc).startswith("testing value"):
+                # Upstream answers a failed JSON-patch test with its generic 422 and no detail.
+                raise _error(422, "Invalid", INVALID_REQUEST, {}) from exc
             raise _error(exc.code, exc.reason, str(exc)) from exc
         if not isinstance(new, dict):
             raise _error(422, "Invalid", "the patch must produce an object")
@@ -344,6 +357,7 @@ class Rest:
     async def delete(
         self, rtype: ResourceType, namespace: str, name: str, options: Obj, dry_run: bool = False
     ) -> Obj:
+        check_propagation(options)
         old = self._current(rtype, namespace, name)
         self._check_preconditions(rtype, old, as_dict(options.get("preconditions")))
         strategy = self.registry.strategy(rtype)
@@ -363,10 +377,12 @@ class Rest:
             as_list(as_dict(obj.get("spec")).get("finalizers")) if rtype.key == "namespaces" else []
         )
         if not finalizers and not namespace_finalizers and grace == 0:
-            if dry_run:
-                return self._present(rtype, old)
-            removed = await self.store.remove(rtype.key, str(meta.get("namespace") or ""), name)
-            return self._present(rtype, removed or old)
+            removed = None
+            if not dry_run:
+                removed = await self.store.remove(rtype.key, str(meta.get("namespace") or ""), name)
+            if rtype.key in RETURN_DELETED_OBJECT:
+                return self._present(rtype, removed or old)
+            return _deleted_status(rtype, old)
         already_deleting = bool(meta.get("deletionTimestamp"))
         if already_deleting:
             current_grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
@@ -384,16 +400,21 @@ class Rest:
 
     def _check_preconditions(self, rtype: ResourceType, obj: Obj, preconditions: Obj) -> None:
         meta = metadata(obj)
-        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        checks = (
+            ("uid", "UID", "deleted and then recreated"),
+            ("resourceVersion", "ResourceVersion", "modified"),
+        )
+        for field, label, why in checks:
             wanted = preconditions.get(field)
             if wanted and wanted != meta.get(field):
+                # Upstream names the kind here, not the resource, in the message and in details.
                 raise ApiError(
                     errors.conflict_status(
-                        rtype.plural,
+                        rtype.kind,
                         rtype.group,
                         str(meta.get("name")),
-                        f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: "
-                        f"{meta.get(field)}",
+                        f"the {label} in the precondition ({wanted}) does not match the {label} in record "
+                        f"({meta.get(field)}). The object might have been {why}",
                     )
                 )
 
@@ -463,6 +484,25 @@ class Rest:
         if problems:
             name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
             raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+
+
+def _deleted_status(rtype: ResourceType, old: Obj) -> Obj:
+    """What upstream answers to a delete that removed the object at once."""
+    details: Obj = {"name": metadata(old).get("name"), "kind": rtype.plural, "uid": metadata(old).get("uid")}
+    if rtype.group:
+        details = {"name": details["name"], "group": rtype.group, **details}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def check_propagation(options: Obj) -> None:
+    """A propagationPolicy upstream does not know is refused before anything is looked up."""
+    policy = options.get("propagationPolicy")
+    if policy is None or policy in (BACKGROUND, FOREGROUND, ORPHAN):
+        return
+    problem = errors.not_supported("propagationPolicy", policy, [FOREGROUND, BACKGROUND, ORPHAN, "nil"])
+    status = errors.invalid_status("DeleteOptions", "meta.k8s.io", "", [problem])
+    status["details"].pop("name", None)  # no object has a name here: upstream leaves it out
+    raise ApiError(status)
 
 
 def _finalizers(obj: Obj) -> list[str]:

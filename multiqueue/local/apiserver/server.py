@@ -295,10 +295,11 @@ class ApiServer:
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
             options = _delete_options(await _optional_body(request), query)
-            deleted = await rest.delete(rtype, namespace, name, options, dry_run)
+            deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
             return self._respond_object(request, rtype, deleted)
         if verb == "DELETECOLLECTION":
             options = _delete_options(await _optional_body(request), query)
+            dry_run = dry_run or _dry_run_in(options)
             listing = rest.list_collection(
                 rtype, namespace or None, query.get("labelSelector", ""), query.get("fieldSelector", "")
             )
@@ -312,11 +313,10 @@ class ApiServer:
                         dry_run,
                     )
             return _json(listing)
-        raise ApiError(
-            errors.status(
-                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
-            )
+        not_allowed = errors.status(
+            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
         )
+        raise ApiError({**not_allowed, "details": {}})
 
     def _respond_object(
         self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200
@@ -615,6 +615,12 @@ def _delete_options(body: Any, query: Any) -> Obj:
                 value = _truthy(value)
             options[key] = value
     return options
+
+
+def _dry_run_in(options: Obj) -> bool:
+    """DeleteOptions carry dryRun in the body, where kubectl sends it (``kubectl delete --dry-run=server``)."""
+    value = options.get("dryRun")
+    return isinstance(value, list) and "All" in value
 
 
 def _read_text(path: Path) -> str | None:
