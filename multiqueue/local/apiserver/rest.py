@@ -177,8 +177,7 @@ class Rest:
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
-            metadata(obj)["resourceVersion"] = ""
-            return obj
+            return obj  # never stored: no resourceVersion, as upstream answers
         return self._present(rtype, await self.store.put(rtype.key, obj))
 
     def _generated_name(self, rtype: ResourceType, namespace: str, prefix: str) -> str:
@@ -232,7 +231,11 @@ class Rest:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
         if meta.get("name") not in (None, name):
-            raise _error(400, "BadRequest", "the name of the object does not match the name on the URL")
+            raise _error(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+            )
         old = self._current(rtype, namespace, name)
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):

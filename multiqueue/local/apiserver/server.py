@@ -532,11 +532,10 @@ def _verb(method: str, named: bool, watch: bool) -> str:
         return "PATCH"
     if method == "DELETE":
         return "DELETE" if named else "DELETECOLLECTION"
-    raise ApiError(
-        errors.status(
-            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
-        )
+    not_allowed = errors.status(
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
     )
+    raise ApiError({**not_allowed, "details": {}})
 
 
 def _truthy(value: str | None) -> bool:
