@@ -7,7 +7,6 @@ server enforces exactly what the controllers and the dispatcher check before the
 from __future__ import annotations
 
 import base64
-
 import copy
 from datetime import datetime
 from typing import Final
