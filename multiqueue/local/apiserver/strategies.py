@@ -190,7 +190,8 @@ def _fold_string_data(secret: Obj) -> None:
     there) and the field itself is never stored."""
     plain = secret.pop("stringData", None)
     if isinstance(plain, dict) and plain:
-        data = secret.get("data") if isinstance(secret.get("data"), dict) else {}
+        current = secret.get("data")
+        data: dict[str, object] = dict(current) if isinstance(current, dict) else {}
         for key, value in plain.items():
             data[key] = base64.b64encode(str(value).encode()).decode()
         secret["data"] = data
