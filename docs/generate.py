@@ -1,5 +1,6 @@
-"""Write the reference pages that come from the code: the manager config (from its pydantic models) and the metrics
-table (from multiqueue.telemetry.METRICS). CI runs ``python docs/generate.py --check`` so the committed pages never
+"""Write the reference pages that come from the code: the manager config (from its pydantic models), the metrics
+table (from multiqueue.telemetry.METRICS) and the measured differences on the compatibility page (from
+tests/fidelity/differences.yaml). CI runs ``python docs/generate.py --check`` so the committed pages never
 drift from the code; without ``--check`` it rewrites them.
 """
 
@@ -11,6 +12,7 @@ import types
 import typing
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -118,9 +120,44 @@ def metrics_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+DIFFERENCES = HERE.parent / "tests" / "fidelity" / "differences.yaml"
+COMPATIBILITY = HERE / "compatibility.md"
+DIFFERENCES_MARKER = (
+    "<!-- Generated below by docs/generate.py from tests/fidelity/differences.yaml; do not edit. -->"
+)
+
+
+def compatibility_page() -> str:
+    """The hand-written part of the page as it stands, then the measured differences from the data file."""
+    text = COMPATIBILITY.read_text(encoding="utf-8") if COMPATIBILITY.exists() else ""
+    head = text.split(DIFFERENCES_MARKER)[0].rstrip("\n")
+    entries = yaml.safe_load(DIFFERENCES.read_text(encoding="utf-8")) or []
+    lines = [
+        head,
+        "",
+        DIFFERENCES_MARKER,
+        "",
+        "## Measured differences from kube-apiserver",
+        "",
+        "`tests/fidelity/test_api_differential.py` sends the same script of requests to an embedded and an",
+        "upstream cluster and compares the answers; these are the differences it still finds (request ids as in",
+        "`tests/fidelity/api_script.py`). The test fails on any other difference, and on an entry here that no",
+        "longer occurs.",
+        "",
+        "| requests | what differs | why |",
+        "| --- | --- | --- |",
+    ]
+    for entry in entries:
+        ids = entry["ids"] if isinstance(entry["ids"], list) else [entry["ids"]]
+        cells = [", ".join(f"`{i}`" for i in ids), str(entry["what"]), str(entry["why"])]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {
     HERE / "reference" / "config.md": config_reference,
     HERE / "reference" / "metrics.md": metrics_reference,
+    COMPATIBILITY: compatibility_page,
 }
 
 

@@ -1,0 +1,671 @@
+"""The differential API script: the requests sent, in order, to an embedded and an upstream cluster.
+
+Data only: each :class:`Step` is one HTTP request (its id names it in differences.yaml); a :class:`Wait` is a sync
+point that is not compared (an upstream controller that acts asynchronously, such as the token controller making
+a namespace's ``default`` ServiceAccount or a CRD becoming Established). The repetitive part, the same verbs on every
+served kind, comes from :data:`KINDS` through :func:`kind_steps`. Text in ``{braces}`` is filled in per side when the
+step runs: ``{ns}`` is the group's namespace, any other name a value an earlier step captured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+JSON: Final = "application/json"
+MERGE: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+STRATEGIC: Final = "application/strategic-merge-patch+json"
+APPLY: Final = "application/apply-patch+yaml"
+PREFIX: Final = "fid-"  # every namespace and cluster-scoped object the script makes
+NOWHERE: Final = "fid-nowhere"  # a node no kubelet runs: pods bound there stay as written
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One request. ``capture`` maps a variable to a dotted path in the answer's body (``metadata.uid``)."""
+
+    id: str
+    method: str
+    path: str
+    query: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    body: Any = None
+    content_type: str = JSON
+    capture: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    watch: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """Poll ``path`` (not compared) until it answers 200 and, if given, the condition type is True."""
+
+    path: str
+    condition: str = ""
+
+
+Action = Step | Wait
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A served kind and how to build one of its objects for the generic verbs."""
+
+    name: str  # short id used in step ids
+    group_version: str  # "v1", "batch/v1"
+    plural: str
+    kind: str
+    namespaced: bool
+    make: Callable[[str, dict[str, str]], dict[str, Any]]  # (name, labels) -> body without metadata
+    mutate: dict[str, Any]  # a merge patch that changes the spec or data
+    unknown_path: tuple[str, ...]  # where an unknown field goes (under it: "fidelityUnknown")
+    invalid: dict[str, Any]  # a body part upstream refuses with 422 (merged into a valid one)
+    field_selector: str = ""  # a kind-specific selectable field, "" when there is none beyond metadata
+    strategic: bool = True  # custom resources answer 415 to a strategic merge patch
+    status: dict[str, Any] | None = None  # a status subresource write, None when there is none
+
+    def base(self, namespace: str = "{ns}") -> str:
+        root = (
+            f"/api/{self.group_version}" if "/" not in self.group_version else f"/apis/{self.group_version}"
+        )
+        if self.namespaced:
+            return f"{root}/namespaces/{namespace}/{self.plural}"
+        return f"{root}/{self.plural}"
+
+    def body(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": self.group_version,
+            "kind": self.kind,
+            "metadata": {"name": name, "labels": labels},
+            **self.make(name, labels),
+        }
+
+
+def _pod_spec() -> dict[str, Any]:
+    return {
+        "nodeName": NOWHERE,
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
+    }
+
+
+def _job(_name: str, _labels: dict[str, str]) -> dict[str, Any]:
+    # A foreign managedBy: no Job controller touches it, so what reads back is what the server wrote.
+    pod = _pod_spec()
+    pod.pop("nodeName")
+    return {"spec": {"managedBy": "example.com/fidelity", "template": {"spec": pod}}}
+
+
+def _cronjob(_name: str, _labels: dict[str, str]) -> dict[str, Any]:
+    pod = _pod_spec()
+    pod.pop("nodeName")
+    return {
+        "spec": {
+            "schedule": "0 0 1 1 *",
+            "suspend": True,
+            "jobTemplate": {"spec": {"template": {"spec": pod}}},
+        }
+    }
+
+
+GROUP: Final = "fidelity.example.com"
+CRD_NAME: Final = f"widgets.{GROUP}"
+
+KINDS: Final[tuple[Kind, ...]] = (
+    Kind(
+        "configmap",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        True,
+        lambda n, _l: {"data": {"key": n}},
+        {"data": {"more": "x"}},
+        (),
+        {"data": {"bad key!": "x"}},
+    ),
+    Kind(
+        "secret",
+        "v1",
+        "secrets",
+        "Secret",
+        True,
+        lambda n, _l: {"type": "Opaque", "data": {"key": "dmFsdWU="}, "stringData": {"plain": n}},
+        {"stringData": {"more": "x"}},
+        (),
+        {"data": {"bad key!": "eA=="}},
+        field_selector="type=Opaque",
+    ),
+    Kind(
+        "serviceaccount",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        True,
+        lambda _n, _l: {"automountServiceAccountToken": False},
+        {"automountServiceAccountToken": True},
+        (),
+        {"metadata": {"labels": {"bad label!": "x"}}},
+    ),
+    Kind(
+        "event",
+        "v1",
+        "events",
+        "Event",
+        True,
+        lambda n, _l: {
+            "involvedObject": {"kind": "ConfigMap", "name": n, "namespace": "{ns}", "apiVersion": "v1"},
+            "reason": "Checked",
+            "message": "checked by the fidelity script",
+            "type": "Normal",
+            "source": {"component": "fidelity"},
+            "count": 1,
+        },
+        {"count": 2},
+        (),
+        {"involvedObject": {"namespace": "other-namespace"}},
+        field_selector="reason=Checked",
+    ),
+    Kind(
+        "lease",
+        "coordination.k8s.io/v1",
+        "leases",
+        "Lease",
+        True,
+        lambda n, _l: {"spec": {"holderIdentity": n, "leaseDurationSeconds": 30}},
+        {"spec": {"leaseDurationSeconds": 60}},
+        ("spec",),
+        {"spec": {"leaseDurationSeconds": -1}},
+    ),
+    Kind(
+        "service",
+        "v1",
+        "services",
+        "Service",
+        True,
+        lambda _n, _l: {
+            "spec": {
+                "clusterIP": "None",
+                "selector": {"app": "fidelity"},
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+            }
+        },
+        {"spec": {"selector": {"app": "other"}}},
+        ("spec",),
+        {"spec": {"ports": [{"name": "http", "port": 0}]}},
+    ),
+    Kind(
+        "pod",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        lambda _n, _l: {"spec": _pod_spec()},
+        {"spec": {"activeDeadlineSeconds": 600}},
+        ("spec",),
+        {"spec": {"restartPolicy": "Sometimes"}},
+        field_selector=f"spec.nodeName={NOWHERE}",
+        status={"status": {"conditions": [{"type": "FidelityChecked", "status": "True"}]}},
+    ),
+    Kind(
+        "job",
+        "batch/v1",
+        "jobs",
+        "Job",
+        True,
+        _job,
+        {"spec": {"activeDeadlineSeconds": 600}},
+        ("spec",),
+        {"spec": {"parallelism": -1}},
+        field_selector="status.successful=0",
+        status={"status": {"active": 1, "ready": 0, "startTime": "2026-01-01T00:00:00Z"}},
+    ),
+    Kind(
+        "cronjob",
+        "batch/v1",
+        "cronjobs",
+        "CronJob",
+        True,
+        _cronjob,
+        {"spec": {"schedule": "0 0 2 1 *"}},
+        ("spec",),
+        {"spec": {"schedule": "not a schedule"}},
+        status={"status": {"lastScheduleTime": "2026-01-01T00:00:00Z"}},
+    ),
+    Kind(
+        "priorityclass",
+        "scheduling.k8s.io/v1",
+        "priorityclasses",
+        "PriorityClass",
+        False,
+        lambda _n, _l: {"value": 1000, "description": "fidelity"},
+        {"description": "changed"},
+        (),
+        {"value": 2000000000},
+    ),
+    Kind(
+        "widget",
+        f"{GROUP}/v1",
+        "widgets",
+        "Widget",
+        True,
+        lambda n, _l: {"spec": {"size": 1, "color": n}},
+        {"spec": {"size": 2}},
+        ("spec",),
+        {"spec": {"size": "large"}},
+        strategic=False,
+        status={"status": {"phase": "Checked"}},
+    ),
+)
+
+
+def _name(kind: Kind, suffix: str) -> str:
+    """Names of cluster-scoped objects carry the prefix so they cannot meet anything else on the cluster."""
+    return f"{PREFIX}{kind.name}-{suffix}" if not kind.namespaced else suffix
+
+
+def _with_unknown(kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+    target = body
+    for key in kind.unknown_path:
+        target = target.setdefault(key, {})
+    target["fidelityUnknown"] = "x"
+    return body
+
+
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def kind_steps(kind: Kind) -> list[Action]:
+    """The generic verbs on one kind: create, read, list, watch, write, patch, status, dry run, validation, delete."""
+    k = kind.name
+    base = kind.base()
+    a, b, c = (_name(kind, s) for s in ("alpha", "beta", "gamma"))
+    labels_a = {"app": "fidelity", "tier": "front"}
+    labels_b = {"app": "fidelity", "tier": "back"}
+    steps: list[Action] = [
+        Step(
+            f"{k}/create",
+            "POST",
+            base,
+            body=kind.body(a, labels_a),
+            capture={"rv0": "metadata.resourceVersion", "uid": "metadata.uid"},
+        ),
+        Step(f"{k}/create-second", "POST", base, body=kind.body(b, labels_b)),
+        Step(
+            f"{k}/create-generate-name",
+            "POST",
+            base,
+            body=_merged(
+                kind.body("", labels_a), {"metadata": {"name": None, "generateName": _name(kind, "g-")}}
+            ),
+        ),
+        Step(f"{k}/create-exists", "POST", base, body=kind.body(a, labels_a)),
+        Step(f"{k}/create-invalid-name", "POST", base, body=kind.body("Not_A_Name", labels_a)),
+        Step(
+            f"{k}/create-invalid",
+            "POST",
+            base,
+            body=_merged(kind.body(_name(kind, "invalid"), labels_a), kind.invalid),
+        ),
+        Step(
+            f"{k}/create-wrong-kind",
+            "POST",
+            base,
+            body={**kind.body(_name(kind, "wrong"), labels_a), "kind": "Wrong"},
+        ),
+        Step(f"{k}/create-not-json", "POST", base, body="name: x", content_type="text/plain"),
+        Step(f"{k}/create-dry-run", "POST", base, query={"dryRun": "All"}, body=kind.body(c, labels_a)),
+        Step(f"{k}/get-after-dry-run", "GET", f"{base}/{c}"),
+        Step(
+            f"{k}/create-strict",
+            "POST",
+            base,
+            query={"fieldValidation": "Strict"},
+            body=_with_unknown(kind, kind.body(_name(kind, "strict"), labels_a)),
+        ),
+        Step(
+            f"{k}/create-warn",
+            "POST",
+            base,
+            query={"fieldValidation": "Warn", "dryRun": "All"},
+            body=_with_unknown(kind, kind.body(c, labels_a)),
+        ),
+        Step(
+            f"{k}/create-ignore",
+            "POST",
+            base,
+            query={"fieldValidation": "Ignore", "dryRun": "All"},
+            body=_with_unknown(kind, kind.body(c, labels_a)),
+        ),
+        Step(f"{k}/get", "GET", f"{base}/{a}", capture={"rv1": "metadata.resourceVersion"}),
+        Step(f"{k}/get-missing", "GET", f"{base}/{_name(kind, 'missing')}"),
+        Step(f"{k}/list-label", "GET", base, query={"labelSelector": "app=fidelity"}),
+        Step(f"{k}/list-label-equals", "GET", base, query={"labelSelector": "tier=front"}),
+        Step(f"{k}/list-label-not", "GET", base, query={"labelSelector": "app=fidelity,tier!=front"}),
+        Step(f"{k}/list-label-in", "GET", base, query={"labelSelector": "tier in (back,side)"}),
+        Step(f"{k}/list-label-bad", "GET", base, query={"labelSelector": "tier in in"}),
+        Step(f"{k}/list-field-name", "GET", base, query={"fieldSelector": f"metadata.name={b}"}),
+        Step(f"{k}/list-field-unknown", "GET", base, query={"fieldSelector": "spec.fidelityUnknown=x"}),
+        Step(
+            f"{k}/list-limit",
+            "GET",
+            base,
+            query={"labelSelector": "app=fidelity", "limit": "1"},
+            capture={"continue": "metadata.continue"},
+        ),
+        Step(
+            f"{k}/list-continue",
+            "GET",
+            base,
+            query={"labelSelector": "app=fidelity", "limit": "1", "continue": "{continue}"},
+        ),
+        Step(f"{k}/list-continue-bad", "GET", base, query={"limit": "1", "continue": "not-a-token"}),
+        Step(
+            f"{k}/update",
+            "PUT",
+            f"{base}/{a}",
+            body=_merged(
+                kind.body(a, {**labels_a, "step": "update"}), {"metadata": {"resourceVersion": "{rv1}"}}
+            ),
+        ),
+        Step(
+            f"{k}/update-stale",
+            "PUT",
+            f"{base}/{a}",
+            body=_merged(kind.body(a, labels_a), {"metadata": {"resourceVersion": "{rv1}"}}),
+        ),
+        Step(
+            f"{k}/update-missing",
+            "PUT",
+            f"{base}/{_name(kind, 'missing')}",
+            body=kind.body(_name(kind, "missing"), labels_a),
+        ),
+        Step(f"{k}/update-name-mismatch", "PUT", f"{base}/{a}", body=kind.body(b, labels_a)),
+        Step(f"{k}/patch-merge", "PATCH", f"{base}/{a}", body=kind.mutate, content_type=MERGE),
+        Step(
+            f"{k}/patch-json",
+            "PATCH",
+            f"{base}/{a}",
+            body=[{"op": "add", "path": "/metadata/labels/patched", "value": "json"}],
+            content_type=JSON_PATCH,
+        ),
+        Step(
+            f"{k}/patch-json-test-fails",
+            "PATCH",
+            f"{base}/{a}",
+            body=[{"op": "test", "path": "/metadata/labels/app", "value": "other"}],
+            content_type=JSON_PATCH,
+        ),
+        Step(
+            f"{k}/patch-strategic",
+            "PATCH",
+            f"{base}/{a}",
+            body={"metadata": {"labels": {"patched": "strategic"}}},
+            content_type=STRATEGIC,
+        ),
+        Step(
+            f"{k}/patch-apply",
+            "PATCH",
+            f"{base}/{b}",
+            query={"fieldManager": "fidelity"},
+            body=kind.body(b, {**labels_b, "applied": "yes"}),
+            content_type=APPLY,
+        ),
+        Step(
+            f"{k}/patch-bad-type",
+            "PATCH",
+            f"{base}/{a}",
+            body={"x": 1},
+            content_type="application/x-fidelity",
+        ),
+        Step(f"{k}/patch-missing", "PATCH", f"{base}/{_name(kind, 'missing')}", body={}, content_type=MERGE),
+        Step(f"{k}/put-collection", "PUT", base, body=kind.body(a, labels_a)),
+        Step(
+            f"{k}/watch",
+            "GET",
+            base,
+            query={
+                "watch": "true",
+                "resourceVersion": "{rv0}",
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "1",
+            },
+            watch=True,
+        ),
+    ]
+    if kind.field_selector:
+        steps.insert(
+            22, Step(f"{k}/list-field-kind", "GET", base, query={"fieldSelector": kind.field_selector})
+        )
+    if kind.status is not None:
+        steps += [
+            Step(f"{k}/status-get", "GET", f"{base}/{a}/status"),
+            Step(f"{k}/status-patch", "PATCH", f"{base}/{a}/status", body=kind.status, content_type=MERGE),
+            Step(
+                f"{k}/status-patch-spec-ignored",
+                "PATCH",
+                f"{base}/{a}/status",
+                body={"metadata": {"labels": {"via": "status"}}},
+                content_type=MERGE,
+            ),
+        ]
+    steps += [
+        Step(
+            f"{k}/delete-precondition-uid", "DELETE", f"{base}/{a}", body={"preconditions": {"uid": "0000"}}
+        ),
+        Step(
+            f"{k}/delete-precondition-rv",
+            "DELETE",
+            f"{base}/{a}",
+            body={"preconditions": {"resourceVersion": "1"}},
+        ),
+        Step(f"{k}/delete-dry-run-query", "DELETE", f"{base}/{a}", query={"dryRun": "All"}),
+        Step(f"{k}/delete-dry-run-body", "DELETE", f"{base}/{a}", body={"dryRun": ["All"]}),
+        Step(f"{k}/get-after-dry-run-delete", "GET", f"{base}/{a}", capture={"uid1": "metadata.uid"}),
+        Step(f"{k}/delete-bad-policy", "DELETE", f"{base}/{a}", body={"propagationPolicy": "Sometimes"}),
+        Step(
+            f"{k}/delete-background",
+            "DELETE",
+            f"{base}/{a}",
+            body={"propagationPolicy": "Background", "preconditions": {"uid": "{uid1}"}},
+        ),
+        Step(f"{k}/get-deleted", "GET", f"{base}/{a}"),
+        Step(f"{k}/delete-missing", "DELETE", f"{base}/{a}"),
+    ]
+    return steps
+
+
+def _namespace_steps() -> list[Action]:
+    base = "/api/v1/namespaces"
+    return [
+        Step("namespace/get", "GET", f"{base}/{{ns}}"),
+        Step("namespace/get-missing", "GET", f"{base}/{PREFIX}missing"),
+        Step("namespace/create-exists", "POST", base, body={"metadata": {"name": "{ns}"}}),
+        Step("namespace/create-invalid", "POST", base, body={"metadata": {"name": "Bad_Name"}}),
+        Step(
+            "namespace/create-dry-run",
+            "POST",
+            base,
+            query={"dryRun": "All"},
+            body={"metadata": {"name": f"{PREFIX}dry"}},
+        ),
+        Step("namespace/get-after-dry-run", "GET", f"{base}/{PREFIX}dry"),
+        Step("namespace/list-field-name", "GET", base, query={"fieldSelector": "metadata.name={ns}"}),
+        Step(
+            "namespace/list-label", "GET", base, query={"labelSelector": "kubernetes.io/metadata.name={ns}"}
+        ),
+        Step(
+            "namespace/patch-label",
+            "PATCH",
+            f"{base}/{{ns}}",
+            body={"metadata": {"labels": {"checked": "yes"}}},
+            content_type=MERGE,
+        ),
+        Step("namespace/status-get", "GET", f"{base}/{{ns}}/status"),
+        Step("namespace/serviceaccount-default", "GET", f"{base}/{{ns}}/serviceaccounts/default"),
+        Step("namespace/configmap-root-ca", "GET", f"{base}/{{ns}}/configmaps/kube-root-ca.crt", capture={}),
+        Step(
+            "namespace/create-in-missing",
+            "POST",
+            f"{base}/{PREFIX}missing/configmaps",
+            body={"metadata": {"name": "x"}},
+        ),
+        Step("namespace/path-unknown-kind", "GET", "/api/v1/namespaces/{ns}/fidelitythings"),
+        Step("namespace/path-unknown-group", "GET", "/apis/fidelity.invalid/v1/things"),
+    ]
+
+
+def _node_steps() -> list[Action]:
+    base = "/api/v1/nodes"
+    return [
+        Step("node/list-field-name", "GET", base, query={"fieldSelector": "metadata.name=fidelity"}),
+        Step("node/get-missing", "GET", f"{base}/{PREFIX}missing"),
+        Step("node/list-label", "GET", base, query={"labelSelector": "kubernetes.io/hostname=fidelity"}),
+        Step("node/list-label-none", "GET", base, query={"labelSelector": "fidelity=none"}),
+    ]
+
+
+def _job_steps() -> list[Action]:
+    """What users of Jobs rely on beyond the generic verbs."""
+    base = "/apis/batch/v1/namespaces/{ns}/jobs"
+    job = _job("", {})
+    body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "extra"}, **job}
+    return [
+        Step("job-extra/create", "POST", base, body=body),
+        Step("job-extra/status-reads-empty", "GET", f"{base}/extra/status"),
+        Step(
+            "job-extra/template-immutable",
+            "PATCH",
+            f"{base}/extra",
+            body={"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}},
+            content_type=STRATEGIC,
+        ),
+        Step(
+            "job-extra/managed-by-immutable",
+            "PATCH",
+            f"{base}/extra",
+            body={"spec": {"managedBy": "example.com/other"}},
+            content_type=MERGE,
+        ),
+        Step(
+            "job-extra/status-invalid",
+            "PATCH",
+            f"{base}/extra/status",
+            body={"status": {"succeeded": -1}},
+            content_type=MERGE,
+        ),
+        Step(
+            "job-extra/suspend",
+            "PATCH",
+            f"{base}/extra",
+            body={"spec": {"suspend": True}},
+            content_type=MERGE,
+        ),
+        Step("job-extra/delete-orphan", "DELETE", f"{base}/extra", body={"propagationPolicy": "Orphan"}),
+        Step(
+            "job-extra/create-bad-completion-mode",
+            "POST",
+            base,
+            body=_merged(body, {"metadata": {"name": "bad-mode"}, "spec": {"completionMode": "Sometimes"}}),
+        ),
+    ]
+
+
+def _crd_steps() -> list[Action]:
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer"}, "color": {"type": "string"}},
+                                },
+                                "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    return [
+        Step("crd/create", "POST", base, body=body),
+        Wait(f"{base}/{CRD_NAME}", "Established"),
+        Wait(f"/apis/{GROUP}/v1/namespaces/{{ns}}/widgets"),
+        Step("crd/create-exists", "POST", base, body=body),
+        Step(
+            "crd/create-bad-name",
+            "POST",
+            base,
+            body=_merged(body, {"metadata": {"name": "widgets.other.example.com"}}),
+        ),
+        Step("crd/list-field-name", "GET", base, query={"fieldSelector": f"metadata.name={CRD_NAME}"}),
+    ]
+
+
+def _crd_cleanup() -> list[Action]:
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    return [Step("crd/delete", "DELETE", f"{base}/{CRD_NAME}")]
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A run of steps in a namespace of its own (``fid-<name>``, the same on both sides)."""
+
+    name: str
+    actions: tuple[Action, ...]
+
+    @property
+    def namespace(self) -> str:
+        return f"{PREFIX}{self.name}"
+
+
+def _namespace_create(group: str) -> Step:
+    return Step(
+        f"{group}/namespace-create", "POST", "/api/v1/namespaces", body={"metadata": {"name": "{ns}"}}
+    )
+
+
+def groups() -> list[Group]:
+    """The whole script, in order; each group starts by making its namespace."""
+    out: list[Group] = [Group("namespace", tuple(_namespace_steps())), Group("node", tuple(_node_steps()))]
+    for kind in KINDS:
+        actions: list[Action] = []
+        if kind.name == "pod":
+            # Upstream's ServiceAccount admission refuses pods until the token controller made this one.
+            actions.append(Wait("/api/v1/namespaces/{ns}/serviceaccounts/default"))
+        if kind.name == "widget":
+            actions += _crd_steps()
+        actions += kind_steps(kind)
+        if kind.name == "job":
+            actions += _job_steps()
+        if kind.name == "widget":
+            actions += _crd_cleanup()
+        out.append(Group(kind.name, tuple(actions)))
+    return [Group(g.name, (_namespace_create(g.name), *g.actions)) for g in out]
+
+
+def steps() -> list[Step]:
+    return [a for g in groups() for a in g.actions if isinstance(a, Step)]
