@@ -53,6 +53,22 @@ BAD_INDEXES: Final = (
     " 0",
     "99999999999999999999",
 )
+# completedIndexes and failedIndexes together: overlaps where a single pass over both lists in step does and does
+# not see them (lists out of order, fragments that do not parse), and touching but disjoint lists.
+INDEX_PAIRS: Final = (
+    ("0-1,3", "3"),
+    ("0,2", "1"),
+    ("1-3", "0,2"),
+    ("2,0", "0"),
+    ("0,x,2", "2"),
+    ("1", "x,1"),
+    ("0-2", "1-3"),
+    ("3", "0-2"),
+    ("0", "1,0"),
+    ("1,0", "0"),
+    ("", "0"),
+    ("0", ""),
+)
 # Index strings upstream's parser reads although they are unusual.
 ODD_INDEXES: Final = ("+0", "00", "0-+1")
 
@@ -75,6 +91,12 @@ def stamp(seconds: float) -> str:
     if seconds == int(seconds):
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def stamp_elsewhere(seconds: float) -> str:
+    """The same instant as ``stamp(seconds)``, written in UTC+02:00: a different spelling, no change."""
+    moment = T0 + timedelta(seconds=seconds) + timedelta(hours=2)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S+02:00")
 
 
 def condition(type_: str, status: str = "True", reason: str = "", at: float = 30) -> Obj:
@@ -226,6 +248,7 @@ def start_states(rng: random.Random, spec: Obj) -> tuple[str, list[Obj]]:
             "success-criteria-met",
             "complete",
             "complete",
+            "complete-shadowed",
         ]
     )
     if choice == "none":
@@ -258,6 +281,15 @@ def start_states(rng: random.Random, spec: Obj) -> tuple[str, list[Obj]]:
         status = _progress(rng, spec)
         _set_condition(status, "SuccessCriteriaMet", "True")
         return choice, [status]
+    if choice == "complete-shadowed":
+        # The stored status lists a False entry of each type before the True one.
+        final = _finish(_progress(rng, spec))
+        _set_condition(final, "SuccessCriteriaMet", "True")
+        _set_condition(final, "Complete", "True", 40)
+        final["completionTime"] = stamp(60)
+        shadows = [condition(t, "False", "", 10) for t in ("Complete", "SuccessCriteriaMet")]
+        final["conditions"] = shadows + final["conditions"]
+        return choice, [final]
     final = _finish(_progress(rng, spec))
     if zero_suspended and rng.random() < 0.5:
         final.pop("startTime", None)
@@ -295,6 +327,9 @@ def _mutate(rng: random.Random, spec: Obj, status: Obj) -> str:
             "uncounted",
             "duplicate-condition",
             "resume",
+            "index-pair",
+            "odd-condition",
+            "finish-unstarted",
             "nothing",
         ]
     )
@@ -335,16 +370,20 @@ def _mutate(rng: random.Random, spec: Obj, status: Obj) -> str:
         _set_condition(status, "Failed", "True", 50)
         return "finish Failed"
     if kind == "start-time":
-        choice = rng.choice(["drop", "earlier", "later", "fraction", "set"])
+        choice = rng.choice(["drop", "earlier", "later", "fraction", "set", "respelled"])
         if choice == "drop":
             status.pop("startTime", None)
+        elif choice == "respelled":
+            status["startTime"] = stamp_elsewhere(0)
         else:
             status["startTime"] = stamp({"earlier": -30, "later": 70, "fraction": 0.5, "set": 0}[choice])
         return f"startTime {choice}"
     if kind == "completion-time":
-        choice = rng.choice(["drop", "before-start", "equal-start", "later", "fraction", "set"])
+        choice = rng.choice(["drop", "before-start", "equal-start", "later", "fraction", "set", "respelled"])
         if choice == "drop":
             status.pop("completionTime", None)
+        elif choice == "respelled":
+            status["completionTime"] = stamp_elsewhere(60)
         else:
             offsets = {"before-start": -10, "equal-start": 0, "later": 90, "fraction": 60.25, "set": 60}
             status["completionTime"] = stamp(offsets[choice])
@@ -402,6 +441,37 @@ def _mutate(rng: random.Random, spec: Obj, status: Obj) -> str:
         extra = condition(type_, "False", "", 20)
         status["conditions"] = [extra, *status.get("conditions", [])]
         return f"a {type_}=False before the others"
+    if kind == "index-pair":
+        completed, failed = rng.choice(INDEX_PAIRS)
+        status["completedIndexes"] = completed
+        status["failedIndexes"] = failed
+        return f"completedIndexes={completed!r} failedIndexes={failed!r}"
+    if kind == "odd-condition":
+        odd = rng.choice(
+            [
+                condition("Complete", "true"),
+                condition("Failed", "TRUE"),
+                condition("Custom", "True"),
+                {"type": "FailureTarget", "status": "True"},
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": ""},
+            ]
+        )
+        status["conditions"] = [*status.get("conditions", []), odd]
+        return f"append {odd['type']}={odd['status']}"
+    if kind == "finish-unstarted":
+        status.pop("startTime", None)
+        status["active"] = 0
+        status.pop("ready", None)
+        status.pop("terminating", None)
+        status.pop("uncountedTerminatedPods", None)
+        if rng.random() < 0.5:
+            _set_condition(status, "SuccessCriteriaMet", "True", 45)
+            _set_condition(status, "Complete", "True", 50)
+            status["completionTime"] = stamp(55)
+            return "finish Complete without startTime"
+        _set_condition(status, "FailureTarget", "True", 45)
+        _set_condition(status, "Failed", "True", 50)
+        return "finish Failed without startTime"
     if kind == "resume":
         how = rng.choice(["False", "False", "drop", "Unknown"])
         if how == "drop":
@@ -443,7 +513,7 @@ def generate(seed: int = SEED, bases: int = BASES, per_base: int = WRITES_PER_BA
         for w in range(per_base):
             status = copy.deepcopy(current)
             intents = [_mutate(rng, spec, status)]
-            if rng.random() < 0.35:
+            while len(intents) < 3 and rng.random() < 0.35:
                 intents.append(_mutate(rng, spec, status))
             result.append(
                 Transition(
