@@ -7,6 +7,7 @@ Entry points other programs call:
 - ``validate_job(job) -> list[FieldError]``: create validation of a defaulted Job.
 - ``validate_job_update(new, old) -> list[FieldError]``: an update through the main resource: the create rules
   on the new Job plus immutability.
+- ``stored_status_times(job) -> dict``: status times in the form kube-apiserver stores them (UTC, seconds).
 - ``validate_job_status_update(new, old) -> list[FieldError]``: a write to the status subresource, with the
   KEP-4368 rules that protect API consumers (the CronJob controller, kubectl, the dispatcher) from a faulty
   controller. Most rules run only when the fields they look at changed, so a Job whose stored status already
@@ -21,7 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from multiqueue.api import indexes, pods
@@ -738,6 +739,34 @@ def validate_job_update(new: Obj, old: Obj) -> list[FieldError]:
 
 
 # --- status update validation -------------------------------------------------------------------------------
+
+
+def _stored_time(value: Any) -> Any:
+    """A time as Go stores a metav1.Time: UTC, whole seconds (the fraction is dropped, not rounded)."""
+    moment = parse_time(value)
+    return value if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stored_status_times(job: Obj) -> Obj:
+    """The Job with its status times as kube-apiserver stores them, for the server to apply after validation.
+
+    Validation sees the times as written (a startTime of 12:00:00.5 differs from a stored 12:00:00), but what
+    is stored, and so what the next write is judged against, is the second-precision UTC form.
+    """
+    result = copy.deepcopy(as_dict(job))
+    status = result.get("status")
+    if not isinstance(status, dict):
+        return result
+    for field in ("startTime", "completionTime"):
+        if status.get(field) is not None:
+            status[field] = _stored_time(status[field])
+    for cond in as_list(status.get("conditions")):
+        if isinstance(cond, dict):
+            for field in ("lastProbeTime", "lastTransitionTime"):
+                if cond.get(field) is not None:
+                    cond[field] = _stored_time(cond[field])
+    return result
+
 
 # Fields that are not pointers upstream read as their zero value when absent, so absent -> 0 is no change.
 _STATUS_ZERO_VALUES: Final[Obj] = {"active": 0, "succeeded": 0, "failed": 0, "completedIndexes": ""}
