@@ -160,7 +160,8 @@ def qualified_kind(kind: str, group: str) -> str:
 
 
 def _details(name: str, group: str, kind: str) -> dict[str, Any]:
-    return {"name": name, "group": group, "kind": kind} if group else {"name": name, "kind": kind}
+    """Go leaves out each empty one (omitempty)."""
+    return {k: v for k, v in (("name", name), ("group", group), ("kind", kind)) if v}
 
 
 def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -> dict[str, Any]:

@@ -215,3 +215,20 @@ async def test_a_bad_include_object_is_a_bad_request(http: aiohttp.ClientSession
         )
         assert (status, body["reason"]) == (400, "BadRequest")
         assert 'includeObject: Unsupported value: "Everything"' in body["message"]
+
+
+async def test_reviews_are_answered_and_only_created(
+    http: aiohttp.ClientSession, apiserver: ApiServer
+) -> None:
+    path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "delete", "resource": "pods"}},
+    }
+    code, body = await _call(http, "POST", path, json=review)
+    assert (code, body["status"]) == (201, {"allowed": True})
+    for method, where in (("GET", path), ("GET", f"{path}/x"), ("DELETE", f"{path}/x"), ("PUT", f"{path}/x")):
+        code, body = await _call(http, method, where, json=review)
+        assert (code, body["reason"]) == (405, "MethodNotAllowed"), (method, where)
+    assert apiserver.store.list_objects("authorization.k8s.io/selfsubjectaccessreviews") == []

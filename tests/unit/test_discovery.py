@@ -71,6 +71,8 @@ def test_api_group_list_names_preferred_versions() -> None:
     assert list(groups) == [
         "apiextensions.k8s.io",
         "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
         "batch",
         "coordination.k8s.io",
         "example.com",
@@ -189,6 +191,8 @@ def test_aggregated_group_discovery() -> None:
     assert list(groups) == [
         "apiextensions.k8s.io",
         "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
         "batch",
         "coordination.k8s.io",
         "example.com",

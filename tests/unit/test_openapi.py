@@ -409,6 +409,8 @@ def test_index_points_at_each_group_version_by_its_hash() -> None:
         "api/v1",
         "apis/apiextensions.k8s.io/v1",
         "apis/apps/v1",
+        "apis/authentication.k8s.io/v1",
+        "apis/authorization.k8s.io/v1",
         "apis/batch/v1",
         "apis/coordination.k8s.io/v1",
         "apis/example.com/v1",

@@ -33,7 +33,7 @@ import kubernetes.client.models as models
 
 from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.resources import CREATE_ONLY, ResourceType
 
 _REF: Final = "#/components/schemas/"
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -96,6 +96,18 @@ _GROUP_NAMES: Final = {
         }
     ),
     "coordination": frozenset({"Lease", "LeaseList", "LeaseSpec"}),
+    "authorization": frozenset(
+        {
+            "FieldSelectorAttributes",
+            "LabelSelectorAttributes",
+            "NonResourceAttributes",
+            "ResourceAttributes",
+            "SelfSubjectAccessReview",
+            "SelfSubjectAccessReviewSpec",
+            "SubjectAccessReviewStatus",
+        }
+    ),
+    "authentication": frozenset({"SelfSubjectReview", "SelfSubjectReviewStatus", "UserInfo"}),
 }
 _APIEXTENSIONS_NAMES: Final = frozenset(
     {
@@ -609,6 +621,9 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
     collection = rtype.path("{namespace}") if rtype.namespaced else rtype.path()
     item = f"{collection}/{{name}}"
     named = [_NAME, *scoped, _PRETTY]
+    if rtype.verbs == CREATE_ONLY:
+        create = {"post": _collection_ops(rtype.kind)["post"]}
+        return {collection: _path_item(rtype, create, [*scoped, _PRETTY], refs, scope, "")}
     paths: Obj = {
         collection: _path_item(rtype, _collection_ops(rtype.kind), [*scoped, _PRETTY], refs, scope, ""),
         item: _path_item(rtype, _object_ops(f"the specified {rtype.kind}", True), named, refs, scope, ""),

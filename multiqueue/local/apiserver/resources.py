@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any, Final
 
 ALL_VERBS: Final = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# Kinds a client creates to ask a question (reviews): answered, never stored.
+CREATE_ONLY: Final = ("create",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +140,26 @@ BUILTIN: Final = (
         False,
         ("pc",),
         model="V1PriorityClass",
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        False,
+        verbs=CREATE_ONLY,
+        model="V1SelfSubjectAccessReview",
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        False,
+        verbs=CREATE_ONLY,
+        model="V1SelfSubjectReview",
     ),
     ResourceType(
         "apiextensions.k8s.io",

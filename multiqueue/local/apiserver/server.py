@@ -24,7 +24,7 @@ from aiohttp import web
 from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import discovery, openapi, tables
+from multiqueue.local.apiserver import discovery, openapi, reviews, tables
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
@@ -264,6 +264,10 @@ class ApiServer:
         dry_run = query.get("dryRun") == "All"
         verb = _verb(method, bool(name), _truthy(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
+        if not sub and _VERB_NAMES[verb] not in rtype.verbs:
+            raise _method_not_allowed()
+        if verb == "POST" and reviews.is_review(rtype):
+            return _json(reviews.answer(rtype, await _body(request), self.clock()), 201)
         rest = self.rest
         if verb == "WATCH":
             return await self._watch(request, rtype, namespace or None, name)
@@ -313,10 +317,7 @@ class ApiServer:
                         dry_run,
                     )
             return _json(listing)
-        not_allowed = errors.status(
-            405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
-        )
-        raise ApiError({**not_allowed, "details": {}})
+        raise _method_not_allowed()
 
     def _respond_object(
         self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200
@@ -532,10 +533,27 @@ def _verb(method: str, named: bool, watch: bool) -> str:
         return "PATCH"
     if method == "DELETE":
         return "DELETE" if named else "DELETECOLLECTION"
+    raise _method_not_allowed()
+
+
+# The request verb -> the API verb a resource lists in discovery.
+_VERB_NAMES: Final = {
+    "WATCH": "watch",
+    "LIST": "list",
+    "GET": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+    "DELETECOLLECTION": "deletecollection",
+}
+
+
+def _method_not_allowed() -> ApiError:
     not_allowed = errors.status(
         405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
     )
-    raise ApiError({**not_allowed, "details": {}})
+    return ApiError({**not_allowed, "details": {}})
 
 
 def _truthy(value: str | None) -> bool:

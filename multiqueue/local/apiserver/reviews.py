@@ -1,0 +1,50 @@
+"""The review kinds a client creates to ask about itself: SelfSubjectAccessReview (``kubectl auth can-i``) and
+SelfSubjectReview (``kubectl auth whoami``). Nothing is stored; the answer is the request with its status filled in.
+
+The embedded server knows one user, the holder of its admin token, who may do everything: the same user and
+groups the upstream control plane's token file gives that token (``multiqueue/local/upstream.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Final
+
+from multiqueue.api import errors
+from multiqueue.api.meta import as_dict, format_time
+from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.rest import ApiError
+
+SELF_SUBJECT_ACCESS_REVIEWS: Final = "authorization.k8s.io/selfsubjectaccessreviews"
+SELF_SUBJECT_REVIEWS: Final = "authentication.k8s.io/selfsubjectreviews"
+ADMIN: Final[Obj] = {
+    "username": "admin",
+    "uid": "admin",
+    "groups": ["system:masters", "system:authenticated"],
+}
+
+
+def is_review(rtype: ResourceType) -> bool:
+    return rtype.key in (SELF_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_REVIEWS)
+
+
+def answer(rtype: ResourceType, body: Obj, now: datetime) -> Obj:
+    """The review with its status; :class:`ApiError` (422 Invalid) where upstream refuses it."""
+    review = copy.deepcopy(body)
+    review["apiVersion"], review["kind"] = rtype.api_version, rtype.kind
+    if rtype.key == SELF_SUBJECT_REVIEWS:
+        review["metadata"] = {**as_dict(review.get("metadata")), "creationTimestamp": format_time(now)}
+        review["status"] = {"userInfo": copy.deepcopy(ADMIN)}
+        return review
+    spec = as_dict(review.get("spec"))
+    if ("resourceAttributes" in spec) == ("nonResourceAttributes" in spec):
+        # Upstream names neither the kind nor the object here.
+        problem = errors.invalid(
+            "spec", None, "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+        )
+        raise ApiError(errors.invalid_status("", rtype.group, "", [problem]))
+    review["metadata"] = as_dict(review.get("metadata"))
+    review["status"] = {"allowed": True}
+    return review
