@@ -4,7 +4,9 @@ health probe fails."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -49,29 +51,30 @@ async def test_a_timeout_of_the_request_itself_is_not_taken_for_an_abort() -> No
             await asyncio.Event().wait()
 
 
-async def test_a_request_that_finds_every_slot_held_gives_up_as_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workers, "SLOW_AFTER", 0.05)
-    slots = Slots(1)
+@contextlib.asynccontextmanager
+async def one_hung_request(slots: Slots) -> AsyncIterator[None]:
+    """While inside: one request holds a slot of ``slots`` and never ends."""
     entered = asyncio.Event()
     request = asyncio.create_task(hung(slots, entered))
     try:
         async with asyncio.timeout(WITHIN):
             await entered.wait()
-            with pytest.raises(WorkerBusy):
-                async with slots.held("worker-1"):
-                    pass
-        assert slots.slow(time.monotonic()), "every slot is held by a request older than SLOW_AFTER"
+        yield
     finally:
         request.cancel()
+
+
+async def test_a_request_that_finds_every_slot_held_gives_up_as_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "SLOW_AFTER", 0.05)
+    slots = Slots(1)
+    async with one_hung_request(slots):
+        with pytest.raises(WorkerBusy):
+            async with asyncio.timeout(WITHIN), slots.held("worker-1"):
+                pass
+        assert slots.slow(time.monotonic()), "every slot is held by a request older than SLOW_AFTER"
 
 
 async def test_a_worker_with_a_free_slot_is_not_slow() -> None:
     slots = Slots(2)
-    entered = asyncio.Event()
-    request = asyncio.create_task(hung(slots, entered))
-    try:
-        async with asyncio.timeout(WITHIN):
-            await entered.wait()
+    async with one_hung_request(slots):
         assert not slots.slow(time.monotonic() + 10 * SLOW_AFTER)
-    finally:
-        request.cancel()
