@@ -232,3 +232,22 @@ async def test_reviews_are_answered_and_only_created(
         code, body = await _call(http, method, where, json=review)
         assert (code, body["reason"]) == (405, "MethodNotAllowed"), (method, where)
     assert apiserver.store.list_objects("authorization.k8s.io/selfsubjectaccessreviews") == []
+
+
+async def test_job_status_times_are_stored_to_the_second_and_judged_as_stored(
+    http: aiohttp.ClientSession,
+) -> None:
+    """As kube-apiserver: a write is validated with the time as written, then stored in whole seconds, so the
+    next write that says the stored time again is not a change of startTime."""
+    job = json.loads(json.dumps(JOB))
+    job["metadata"]["name"] = "timed"
+    job["spec"]["managedBy"] = "example.com/other"
+    path = "/apis/batch/v1/namespaces/default/jobs"
+    code, created = await _call(http, "POST", path, json=job)
+    assert code == 201, created
+    written = {**created, "status": {"startTime": "2026-01-01T12:00:00.5Z", "active": 1}}
+    code, stored = await _call(http, "PUT", f"{path}/timed/status", json=written)
+    assert (code, stored["status"]["startTime"]) == (200, "2026-01-01T12:00:00Z"), stored
+    again = {**stored, "status": {"startTime": "2026-01-01T12:00:00Z", "active": 1}}
+    code, body = await _call(http, "PUT", f"{path}/timed/status", json=again)
+    assert code == 200, body

@@ -175,6 +175,7 @@ class Rest:
             meta["generation"] = 1
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
+        strategy.canonicalize(obj)
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
             return obj  # never stored: no resourceVersion, as upstream answers
@@ -325,6 +326,7 @@ class Rest:
             strategy.prepare_update(new, old)
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
+        strategy.canonicalize(new)
         if self._finalizers_added_while_deleting(new, old):
             raise _error(
                 422,

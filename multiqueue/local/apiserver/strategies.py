@@ -61,6 +61,10 @@ class Strategy:
         """Seconds the object stays in Terminating before it is removed; only pods wait."""
         return 0
 
+    def canonicalize(self, obj: Obj) -> None:
+        """After validation, before storing: the object as Go would encode what it decoded (validation saw it as
+        written, later writes are judged against what is stored)."""
+
 
 def _copy_field(new: Obj, old: Obj, key: str) -> None:
     if key in old:
@@ -93,6 +97,10 @@ class JobStrategy(Strategy):
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return jobs.validate_job_status_update(new, old)
+
+    def canonicalize(self, obj: Obj) -> None:
+        if "status" in obj:
+            obj["status"] = jobs.stored_status_times(obj).get("status")
 
 
 class CronJobStrategy(Strategy):
