@@ -24,7 +24,7 @@ from aiohttp import web
 from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import discovery, openapi, reviews, tables
+from multiqueue.local.apiserver import decoding, discovery, openapi, reviews, tables
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
@@ -286,11 +286,15 @@ class ApiServer:
                 return await self._pod_log(request, rest.get(rtype, namespace, name))
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
-            created = await rest.create(rtype, namespace, await _body(request), dry_run)
-            return self._respond_object(request, rtype, created, 201)
+            body = await _body(request)
+            warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "CreateOptions")
+            created = await rest.create(rtype, namespace, body, dry_run)
+            return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
-            updated = await rest.update(rtype, namespace, name, await _body(request), sub, dry_run)
-            return self._respond_object(request, rtype, updated)
+            body = await _body(request)
+            warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "UpdateOptions")
+            updated = await rest.update(rtype, namespace, name, body, sub, dry_run)
+            return _warning(self._respond_object(request, rtype, updated), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             patched = await rest.patch(
@@ -547,6 +551,12 @@ _VERB_NAMES: Final = {
     "DELETE": "delete",
     "DELETECOLLECTION": "deletecollection",
 }
+
+
+def _warning(response: web.Response, warnings: list[str]) -> web.Response:
+    for value in warnings:
+        response.headers.add("Warning", value)
+    return response
 
 
 def _method_not_allowed() -> ApiError:

@@ -1,0 +1,99 @@
+"""Unknown fields in a request body, found as kube-apiserver's decoder finds them: against the kind's Go type.
+
+A field the type does not have is dropped whatever ``fieldValidation`` says; ``Strict`` refuses the request with
+every such field named (400 BadRequest, "strict decoding error"), ``Warn`` (the default) answers with one
+``Warning`` header per field, ``Ignore`` says nothing. The types come from the official client's models, which
+are generated from the same Go types (``openapi_types`` and ``attribute_map`` of each model).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Final
+
+import kubernetes.client.models as models
+
+from multiqueue.api import errors
+from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.apiserver.rest import ApiError
+
+STRICT: Final = "Strict"
+WARN: Final = "Warn"
+IGNORE: Final = "Ignore"
+DIRECTIVES: Final = (STRICT, WARN, IGNORE)
+# How the client writes a list and a map of a type: List[V1Container], Dict[str, List[str]].
+_LIST: Final = re.compile(r"List\[(?P<item>.+)\]")
+_DICT: Final = re.compile(r"Dict\[str, (?P<value>.+)\]")
+
+
+@functools.cache
+def _fields(model: str) -> dict[str, str] | None:
+    """JSON field name -> the client's type name, for a model of the client; None for scalars and ``object``."""
+    cls = getattr(models, model, None)
+    if cls is None or not hasattr(cls, "attribute_map"):
+        return None
+    return {json_name: cls.openapi_types[name] for name, json_name in cls.attribute_map.items()}
+
+
+def drop_unknown(model: str, body: Any, path: str = "") -> list[str]:
+    """Remove from ``body`` every field the model does not have; their paths, in document order."""
+    fields = _fields(model)
+    if fields is None or not isinstance(body, dict):
+        return []
+    dropped: list[str] = []
+    for key in list(body):
+        where = f"{path}.{key}" if path else key
+        kind = fields.get(key)
+        if kind is None:
+            dropped.append(where)
+            del body[key]
+        else:
+            dropped += _drop_in(kind, body[key], where)
+    return dropped
+
+
+def _drop_in(kind: str, value: Any, path: str) -> list[str]:
+    if (listed := _LIST.fullmatch(kind)) is not None:
+        items = value if isinstance(value, list) else []
+        return [d for i, item in enumerate(items) for d in _drop_in(listed["item"], item, f"{path}[{i}]")]
+    if (mapped := _DICT.fullmatch(kind)) is not None:
+        entries = value.items() if isinstance(value, dict) else []
+        return [d for k, item in entries for d in _drop_in(mapped["value"], item, f"{path}[{k}]")]
+    return drop_unknown(kind, value, path)
+
+
+def decode(rtype: ResourceType, body: Any, directive: str, options_kind: str) -> list[str]:
+    """Drop the fields ``rtype`` does not have from ``body``; the Warning headers to answer with. Raises
+    :class:`ApiError` for an unknown ``fieldValidation`` and, under Strict, for any unknown field. Custom
+    resources are left to their schema."""
+    if directive not in ("", *DIRECTIVES):
+        problem = errors.not_supported("fieldValidation", directive, ["", *sorted(DIRECTIVES)])
+        raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
+    if rtype.model is None or rtype.schema is not None:
+        return []
+    unknown = drop_unknown(rtype.model, body)
+    if not unknown or directive == IGNORE:
+        return []
+    if directive == STRICT:
+        raise ApiError(strict_error(rtype.kind, rtype.version, unknown))
+    return warnings(unknown)
+
+
+def strict_error(kind: str, version: str, unknown: list[str]) -> Obj:
+    """The 400 kube-apiserver answers under ``fieldValidation=Strict``."""
+    named = ", ".join(f'unknown field "{field}"' for field in unknown)
+    message = f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {named}'
+    return errors.status(400, "BadRequest", message)
+
+
+def warnings(unknown: list[str]) -> list[str]:
+    """The ``Warning`` header values under ``fieldValidation=Warn``."""
+    return [warning(f'unknown field "{field}"') for field in unknown]
+
+
+def warning(text: str) -> str:
+    """One ``Warning`` header value (RFC 7234 code 299), quoted as Go's net/http writes it."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'

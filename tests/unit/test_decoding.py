@@ -1,0 +1,100 @@
+"""Unknown fields in request bodies, found against each kind's Go type as kube-apiserver's decoder finds them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from multiqueue.local.apiserver.decoding import decode, drop_unknown, strict_error, warning
+from multiqueue.local.apiserver.registry import Registry
+from multiqueue.local.apiserver.rest import ApiError
+
+REGISTRY = Registry()
+CONFIGMAPS = REGISTRY.lookup("", "v1", "configmaps")
+JOB: dict[str, Any] = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "j", "labels": {"any-key": "is fine"}},
+    "spec": {
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "i", "resources": {"limits": {"cpu": 1}}}],
+            }
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "path"),
+    [
+        pytest.param((), "extra", "extra", id="top-level"),
+        pytest.param(("metadata",), "labelz", "metadata.labelz", id="typo-in-metadata"),
+        pytest.param(("spec",), "parallelizm", "spec.parallelizm", id="typo-in-spec"),
+        pytest.param(("spec", "template", "spec", "containers", 0), "bogus", "spec.template.spec.containers[0].bogus", id="in-a-list-item"),
+        pytest.param(("spec", "template", "spec", "containers", 0, "resources"), "limitz", "spec.template.spec.containers[0].resources.limitz", id="deep"),
+    ],
+)  # fmt: skip
+def test_an_unknown_field_is_named_by_its_path_and_dropped(
+    where: tuple[Any, ...], key: str, path: str
+) -> None:
+    body = copy.deepcopy(JOB)
+    target: Any = body
+    for step in where:
+        target = target[step]
+    target[key] = 1
+    assert drop_unknown("V1Job", body) == [path]
+    assert body == JOB
+
+
+def test_maps_take_any_key_and_known_fields_stay() -> None:
+    body = copy.deepcopy(JOB)
+    assert drop_unknown("V1Job", body) == []
+    assert body == JOB
+
+
+def test_several_are_named_in_document_order() -> None:
+    body = {"metadata": {"name": "x", "labelz": {}}, "extra": 1, "data": {"a": "b"}, "spec": {"foo": 2}}
+    assert drop_unknown("V1ConfigMap", body) == ["metadata.labelz", "extra", "spec"]
+
+
+def test_strict_names_every_unknown_field_as_upstream_does() -> None:
+    # kube-apiserver v1.37.2's answer to the same body under fieldValidation=Strict.
+    assert strict_error("ConfigMap", "v1", ["metadata.labelz", "extra", "spec"])["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
+        'unknown field "metadata.labelz", unknown field "extra", unknown field "spec"'
+    )
+
+
+@pytest.mark.parametrize(
+    ("directive", "warned"),
+    [
+        pytest.param("", [warning('unknown field "extra"')], id="default-warns"),
+        pytest.param("Warn", [warning('unknown field "extra"')], id="warn"),
+        pytest.param("Ignore", [], id="ignore"),
+    ],
+)
+def test_warn_and_ignore_drop_the_field(directive: str, warned: list[str]) -> None:
+    assert CONFIGMAPS is not None
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "extra": 1}
+    assert decode(CONFIGMAPS, body, directive, "CreateOptions") == warned
+    assert "extra" not in body
+    assert warned == [] or warned == ['299 - "unknown field \\"extra\\""']
+
+
+@pytest.mark.parametrize(
+    ("directive", "code", "reason"),
+    [
+        pytest.param("Strict", 400, "BadRequest", id="strict-refuses"),
+        pytest.param("strict", 422, "Invalid", id="directives-are-case-sensitive"),
+    ],
+)
+def test_strict_and_unsupported_directives_are_refused(directive: str, code: int, reason: str) -> None:
+    assert CONFIGMAPS is not None
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "extra": 1}
+    with pytest.raises(ApiError) as refused:
+        decode(CONFIGMAPS, body, directive, "CreateOptions")
+    assert (refused.value.code, refused.value.status["reason"]) == (code, reason)
