@@ -311,7 +311,7 @@ class JobController:
             self.metrics.count_pods_finished(job, actions.status)
         await self._remove_finalizers(actions.remove_finalizers)
         if actions.delete:
-            await self._delete_pods(key, job, actions.delete)
+            await self._delete_pods(key, job, actions.delete, release=actions.release_before_delete)
         elif actions.create:
             await self._create_pods(key, job, actions.create)
         for event in actions.events:
@@ -333,7 +333,8 @@ class JobController:
                 patch_type="strategic",
             )
 
-    async def _delete_pods(self, key: str, job: Obj, pods: list[Obj]) -> None:
+    async def _delete_pods(self, key: str, job: Obj, pods: list[Obj], *, release: bool = False) -> None:
+        """Delete ``pods``; with ``release``, each loses the tracking finalizer first, so it is never counted."""
         expectation = self._expectations.setdefault(key, _Expectation(self.clock()))
         expectation.deletes += len(pods)
         expectation.since = self.clock()
@@ -341,6 +342,10 @@ class JobController:
         async def delete(pod: Obj) -> None:
             name = str(metadata(pod)["name"])
             try:
+                if release and has_tracking_finalizer(pod):
+                    await self.client.patch(
+                        PODS, name, REMOVE_TRACKING_FINALIZER, namespace_of(pod), patch_type="strategic"
+                    )
                 await self.client.delete(PODS, name, namespace_of(pod))
                 self.recorder.normal(job, "SuccessfulDelete", f"Deleted pod: {name}")
             except NotFound:

@@ -55,6 +55,9 @@ class Actions:
     remove_finalizers: list[Obj] = dataclasses.field(default_factory=list)
     create: list[Obj] = dataclasses.field(default_factory=list)
     delete: list[Obj] = dataclasses.field(default_factory=list)
+    # Pods removed to suspend the Job or to trim extra ones lose the tracking finalizer before the delete, so
+    # they never count as failed; pods removed because the Job ends keep it and are counted.
+    release_before_delete: bool = False
     events: list[Event] = dataclasses.field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False
@@ -308,25 +311,25 @@ def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool
         nothing_uncounted = not uncounted_ok and not uncounted_failed
         if running == 0 and nothing_uncounted:
             _finish(conditions, interim, now, status, actions)
-        status["active"] = len(active)
-        status["ready"] = sum(1 for p in active if pods.is_ready(p))
-        status["terminating"] = len(terminating)
     else:
         _suspend_or_resume(job, conditions, status, now, actions)
         if suspended:
             if can_manage_pods:
                 actions.delete = active[:MAX_POD_CHANGES_PER_SYNC]
+                actions.release_before_delete = True
         elif can_manage_pods:
             _manage_pods(
                 job, owned_pods, active, terminating, completed, failed_indexes, total_succeeded, now, actions
             )
-        status["active"] = len(active)
-        status["ready"] = sum(1 for p in active if pods.is_ready(p))
-        status["terminating"] = len(terminating)
         deadline = spec.get("activeDeadlineSeconds")
         started = parse_time(status.get("startTime"))
         if not suspended and isinstance(deadline, int) and started is not None:
             actions.requeue((started + timedelta(seconds=deadline) - now).total_seconds())
+    # Pods deleted in this sync count as terminating at once, as upstream reports them.
+    removing = [p for p in actions.delete if p in active]
+    status["active"] = len(active) - len(removing)
+    status["ready"] = sum(1 for p in active if pods.is_ready(p) and p not in removing)
+    status["terminating"] = len(terminating) + len(removing)
 
     if deleting:
         releasing = {uid_of(p) for p in actions.remove_finalizers}
@@ -337,9 +340,18 @@ def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool
             if has_tracking_finalizer(p) and uid_of(p) not in releasing and not _finished(p, job)
         ]
 
+    _omit_empty(status)
     if status != old_status:
         actions.status = status
     return actions
+
+
+def _omit_empty(status: Obj) -> None:
+    """Drop the fields Go leaves out when empty (int32 and string and list fields with omitempty); ``ready``,
+    ``terminating``, ``failedIndexes`` and ``uncountedTerminatedPods`` are pointers and stay, even at zero."""
+    for field in ("active", "succeeded", "failed", "completedIndexes", "conditions"):
+        if not status.get(field):
+            status.pop(field, None)
 
 
 def _index_failure_count(pod: Obj) -> int:
@@ -431,6 +443,8 @@ def _suspend_or_resume(job: Obj, conditions: list[Obj], status: Obj, now: dateti
     if jobs.is_suspended(job):
         if set_condition(conditions, jobs.SUSPENDED, "True", jobs.JOB_SUSPENDED, "Job suspended", now):
             actions.events.append(Event("Normal", "Suspended", "Job suspended"))
+            # Mutable scheduling directives of suspended Jobs (beta, on in 1.37): the clock starts again on resume.
+            status.pop("startTime", None)
     elif was_suspended:
         set_condition(conditions, jobs.SUSPENDED, "False", jobs.JOB_RESUMED, "Job resumed", now)
         status["startTime"] = format_time(now)  # restarts activeDeadlineSeconds
@@ -492,13 +506,15 @@ def _manage_pods(
         want = max(0, min(parallelism, total - succeeded))
         excess = []
     else:
-        want = 0 if succeeded > 0 else parallelism
+        # No completions: once one pod has succeeded, what runs goes on running and nothing new starts.
+        want = len(active) if succeeded > 0 else parallelism
         excess = []
     keep = [p for p in active if p not in excess]
     if len(keep) > want:
         excess += _deletion_order(keep)[: len(keep) - want]
     if excess:
         actions.delete = excess[:MAX_POD_CHANGES_PER_SYNC]
+        actions.release_before_delete = True
         return
     missing = want - len(keep)
     if spec.get("podReplacementPolicy") == jobs.FAILED_ONLY:
