@@ -75,6 +75,23 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
     active = [as_dict(r) for r in as_list(status.get("active"))]
     by_uid = {uid_of(j): j for j in owned_jobs}
 
+    # History first, as upstream: the oldest finished Jobs beyond the limits are deleted and leave status.active
+    # without a SawCompletedJob event.
+    for finished_type, field in (
+        (jobs.COMPLETE, "successfulJobsHistoryLimit"),
+        (jobs.FAILED, "failedJobsHistoryLimit"),
+    ):
+        limit = spec.get(field)
+        if not isinstance(limit, int):
+            continue
+        history = sorted((j for j in owned_jobs if _finished_type(j) == finished_type), key=_start_sort_key)
+        for old in history[: max(0, len(history) - limit)]:
+            actions.delete.append(old)
+            active = [r for r in active if str(r.get("uid")) != uid_of(old)]
+            actions.events.append(
+                Event("Normal", "SuccessfulDelete", f"Deleted job {metadata(old).get('name')}")
+            )
+
     # Reconcile status.active with the Jobs that exist.
     kept: list[Obj] = []
     for ref in active:
@@ -113,21 +130,6 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
                 last_success = completed
     if last_success is not None:
         status["lastSuccessfulTime"] = format_time(last_success)
-
-    # History: delete the oldest finished Jobs beyond the limits.
-    for finished_type, field in (
-        (jobs.COMPLETE, "successfulJobsHistoryLimit"),
-        (jobs.FAILED, "failedJobsHistoryLimit"),
-    ):
-        limit = spec.get(field)
-        if not isinstance(limit, int):
-            continue
-        history = sorted((j for j in owned_jobs if _finished_type(j) == finished_type), key=_start_sort_key)
-        for job in history[: max(0, len(history) - limit)]:
-            actions.delete.append(job)
-            actions.events.append(
-                Event("Normal", "SuccessfulDelete", f"Deleted job {metadata(job).get('name')}")
-            )
 
     def done() -> Actions:
         status["active"] = kept
