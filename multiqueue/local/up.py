@@ -255,6 +255,7 @@ class LocalClusters:
             log_dir=folder / "logs",
             tls_cert_file=tls.cert_file,
             tls_key_file=tls.key_file,
+            ca_file=tls.ca_file,
         )
 
     async def _wait_ready(self) -> None:

@@ -25,7 +25,7 @@ def server_config(state_dir: Path | None, **overrides: Any) -> ServerConfig:
 def tls_config(state_dir: Path, name: str) -> dict[str, Any]:
     """ServerConfig arguments for HTTPS with a CA made in ``state_dir`` (kubectl needs TLS to send tokens)."""
     tls = serving_cert(state_dir, name, "127.0.0.1")
-    return {"tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
+    return {"tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file, "ca_file": tls.ca_file}
 
 
 def _cluster_entry(server: ApiServer) -> dict[str, Any]:

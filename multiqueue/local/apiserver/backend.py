@@ -1,5 +1,5 @@
 """What a local API server serves, behind its HTTP face: the store, the REST semantics over it, and the
-controllers that run beside it (CustomResourceDefinitions, garbage collection). Opened and closed as one, so the
+controllers that run beside it (CustomResourceDefinitions, garbage collection, what every namespace holds). Opened and closed as one, so the
 HTTP layer holds one thing that is either there or not."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from multiqueue.local.apiserver.crds import CrdController
 from multiqueue.local.apiserver.gc import GarbageCollector
+from multiqueue.local.apiserver.publishers import NamespacePublisher
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.rest import Rest
 from multiqueue.local.apiserver.store import Store
@@ -22,21 +23,31 @@ class Backend:
     rest: Rest
     crds: CrdController
     gc: GarbageCollector
+    publisher: NamespacePublisher
 
     @classmethod
     async def open(
-        cls, path: Path | None, window: int, registry: Registry, clock: Callable[[], datetime]
+        cls,
+        path: Path | None,
+        window: int,
+        registry: Registry,
+        clock: Callable[[], datetime],
+        ca_pem: str | None = None,
     ) -> Backend:
-        """Open the store at ``path`` (None: in memory only) and start the controllers beside it."""
+        """Open the store at ``path`` (None: in memory only) and start the controllers beside it; ``ca_pem`` is
+        the CA published in every namespace (none without TLS)."""
         store = await Store.open(path, window)
         rest = Rest(store, registry, clock)
         crds = CrdController(store, registry, rest, clock)
         crds.start()
         gc = GarbageCollector(store, registry, rest)
         gc.start()
-        return cls(store, rest, crds, gc)
+        publisher = NamespacePublisher(store, registry, rest, ca_pem)
+        publisher.start()
+        return cls(store, rest, crds, gc, publisher)
 
     async def close(self) -> None:
+        await self.publisher.stop()
         await self.gc.stop()
         await self.crds.stop()
         await self.store.close()

@@ -61,6 +61,8 @@ class ServerConfig:
     # Serve HTTPS with this certificate and key (kubectl sends bearer tokens only over TLS).
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # The CA that signed the certificate: published in every namespace as the kube-root-ca.crt ConfigMap.
+    ca_file: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +106,9 @@ class ApiServer:
 
     async def start(self) -> None:
         path = self.config.state_dir / "objects.db" if self.config.state_dir is not None else None
-        self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock)
+        ca_file = self.config.ca_file
+        ca_pem = await asyncio.to_thread(ca_file.read_text) if ca_file is not None else None
+        self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock, ca_pem)
         await self._bootstrap()
         app = web.Application(client_max_size=MAX_BODY + 1024, middlewares=[self._middleware])
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
