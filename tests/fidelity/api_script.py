@@ -509,7 +509,10 @@ def _namespace_steps() -> list[Action]:
             content_type=MERGE,
         ),
         Step("namespace/status-get", "GET", f"{base}/{{ns}}/status"),
+        # Both are made by a controller after the namespace appears, on either side: wait for them, then compare.
+        Wait(f"{base}/{{ns}}/serviceaccounts/default"),
         Step("namespace/serviceaccount-default", "GET", f"{base}/{{ns}}/serviceaccounts/default"),
+        Wait(f"{base}/{{ns}}/configmaps/kube-root-ca.crt"),
         Step("namespace/configmap-root-ca", "GET", f"{base}/{{ns}}/configmaps/kube-root-ca.crt", capture={}),
         Step(
             "namespace/create-in-missing",
