@@ -83,6 +83,44 @@ def _default_container(container: Obj) -> None:
     container.setdefault("resources", {})
 
 
+# The tolerations kube-apiserver's DefaultTolerationSeconds admission gives every pod that has none for these.
+_DEFAULT_TOLERATIONS: Final = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+
+def admitted_pod_spec(spec: Obj) -> Obj:
+    """What kube-apiserver's default admission adds to a new pod (not to templates): the service account it runs
+    as, service links, the NoExecute tolerations for an unready or unreachable node, and, for a pod that names no
+    PriorityClass, priority 0 with the default preemption policy."""
+    result = copy.deepcopy(spec)
+    result.setdefault("enableServiceLinks", True)
+    account = result.get("serviceAccountName") or result.get("serviceAccount") or "default"
+    result["serviceAccountName"] = result["serviceAccount"] = account
+    if not result.get("priorityClassName"):
+        result.setdefault("priority", 0)
+        result.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = [t for t in as_list(result.get("tolerations")) if isinstance(t, dict)]
+    for default in _DEFAULT_TOLERATIONS:
+        if not any(
+            t.get("key") == default["key"] and t.get("effect") in (None, "", "NoExecute") for t in tolerations
+        ):
+            tolerations.append(dict(default))
+    result["tolerations"] = tolerations
+    return result
+
+
 def qos_class(spec: Any) -> str:
     """Guaranteed, Burstable or BestEffort, from the containers' requests and limits."""
     containers = [as_dict(c) for c in as_list(as_dict(spec).get("containers"))]

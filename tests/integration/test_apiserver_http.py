@@ -251,3 +251,24 @@ async def test_job_status_times_are_stored_to_the_second_and_judged_as_stored(
     again = {**stored, "status": {"startTime": "2026-01-01T12:00:00Z", "active": 1}}
     code, body = await _call(http, "PUT", f"{path}/timed/status", json=again)
     assert code == 200, body
+
+
+async def test_defaults_apply_to_updates_too(http: aiohttp.ClientSession) -> None:
+    """Go defaults every body it decodes: a CronJob replaced from a manifest that leaves out concurrencyPolicy
+    (kubectl replace -f) is defaulted again, not refused for missing it."""
+    cronjob: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": JOB["spec"]}},
+    }
+    path = "/apis/batch/v1/namespaces/default/cronjobs"
+    code, created = await _call(http, "POST", path, json=cronjob)
+    assert code == 201, created
+    replaced = json.loads(json.dumps(cronjob))
+    replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    replaced["spec"]["schedule"] = "0 4 * * *"
+    code, body = await _call(http, "PUT", f"{path}/nightly", json=replaced)
+    assert code == 200, body
+    assert (body["spec"]["schedule"], body["spec"]["concurrencyPolicy"]) == ("0 4 * * *", "Allow")
+    assert body["metadata"]["generation"] == 2

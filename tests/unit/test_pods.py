@@ -310,3 +310,37 @@ def test_malformed_input_never_raises(garbage: Any) -> None:
     pods.validate_pod_template(garbage, "t")
     pods.validate_pod_spec(spec, "spec")
     pods.validate_pod_spec_update(spec, garbage, "spec")
+
+
+TOLERATE_NOT_READY: dict[str, Any] = {
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 300,
+}
+TOLERATE_UNREACHABLE: dict[str, Any] = {
+    "key": "node.kubernetes.io/unreachable",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 300,
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({}, {"enableServiceLinks": True, "serviceAccountName": "default", "serviceAccount": "default", "priority": 0, "preemptionPolicy": "PreemptLowerPriority", "tolerations": [TOLERATE_NOT_READY, TOLERATE_UNREACHABLE]}, id="nothing-set"),
+        pytest.param({"serviceAccount": "runner"}, {"serviceAccountName": "runner", "serviceAccount": "runner"}, id="old-account-field"),
+        pytest.param({"priorityClassName": "high"}, {"priorityClassName": "high"}, id="named-class-left-to-its-admission"),
+        pytest.param({"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]}, {"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}, TOLERATE_NOT_READY]}, id="own-toleration-kept"),
+        pytest.param({"tolerations": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}, {"tolerations": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}, TOLERATE_NOT_READY, TOLERATE_UNREACHABLE]}, id="other-effect-does-not-count"),
+        pytest.param({"enableServiceLinks": False}, {"enableServiceLinks": False}, id="service-links-off"),
+    ],
+)  # fmt: skip
+def test_admission_completes_a_new_pod_as_kube_apiserver_does(
+    spec: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    admitted = pods.admitted_pod_spec(spec)
+    assert {k: admitted[k] for k in expected} == expected
+    if "priorityClassName" in spec:
+        assert "priority" not in admitted and "preemptionPolicy" not in admitted

@@ -173,6 +173,7 @@ class Rest:
         strategy = self.registry.strategy(rtype)
         if strategy.tracks_generation:
             meta["generation"] = 1
+        strategy.default(obj)
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
@@ -319,6 +320,7 @@ class Rest:
         if not rtype.namespaced:
             meta.pop("namespace", None)
         meta["name"] = old_meta.get("name")
+        strategy.default(new)
         if subresource == "status":
             strategy.prepare_status_update(new, old)
             problems = strategy.validate_status_update(new, old)

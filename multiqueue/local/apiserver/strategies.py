@@ -33,6 +33,9 @@ class Strategy:
     def __init__(self, namespaced: bool) -> None:
         self.namespaced = namespaced
 
+    def default(self, obj: Obj) -> None:
+        """Go's defaulting, which runs on every body the server decodes: creates, updates and patch results."""
+
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         if self.has_status:
             obj.pop("status", None)
@@ -107,11 +110,17 @@ class CronJobStrategy(Strategy):
     has_status = True
     tracks_generation = True
 
+    def default(self, obj: Obj) -> None:
+        # Only the spec has defaults; the object stays the same dict (callers hold its metadata).
+        obj["spec"] = cronjobs.default_cronjob(obj)["spec"]
+        # Go writes the structs that are not pointers even when empty.
+        template = as_dict(as_dict(obj.get("spec")).get("jobTemplate"))
+        template.setdefault("metadata", {})
+        as_dict(as_dict(template.get("spec")).get("template")).setdefault("metadata", {})
+
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
-        defaulted = cronjobs.default_cronjob(obj)
-        obj.clear()
-        obj.update(defaulted)
+        obj.setdefault("status", {})
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         return cronjobs.validate_cronjob(obj)
@@ -122,10 +131,14 @@ class CronJobStrategy(Strategy):
 
 class PodStrategy(Strategy):
     has_status = True
+    tracks_generation = True
+
+    def default(self, obj: Obj) -> None:
+        obj["spec"] = pods.default_pod_spec(as_dict(obj.get("spec")))
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
-        obj["spec"] = pods.default_pod_spec(as_dict(obj.get("spec")))
+        obj["spec"] = pods.admitted_pod_spec(as_dict(obj.get("spec")))
         obj["status"] = {"phase": "Pending", "qosClass": pods.qos_class(obj["spec"])}
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
@@ -254,7 +267,33 @@ class CustomResourceStrategy(Strategy):
         self.tracks_generation = True
 
 
+class PriorityClassStrategy(Strategy):
+    def prepare_create(self, obj: Obj, now: datetime) -> None:
+        super().prepare_create(obj, now)
+        # Set once, as upstream does; its value is immutable, so nothing would move it.
+        metadata(obj)["generation"] = 1
+
+    def default(self, obj: Obj) -> None:
+        if not obj.get("preemptionPolicy"):
+            obj["preemptionPolicy"] = "PreemptLowerPriority"
+
+
+class EventStrategy(Strategy):
+    def default(self, obj: Obj) -> None:
+        # Fields Go writes whether set or not: times as null, strings as "".
+        for field, zero in (
+            ("eventTime", None),
+            ("firstTimestamp", None),
+            ("lastTimestamp", None),
+            ("reportingComponent", ""),
+            ("reportingInstance", ""),
+        ):
+            obj.setdefault(field, zero)
+
+
 _BUILTIN: Final[dict[str, type[Strategy]]] = {
+    "scheduling.k8s.io/priorityclasses": PriorityClassStrategy,
+    "events": EventStrategy,
     "batch/jobs": JobStrategy,
     "batch/cronjobs": CronJobStrategy,
     "pods": PodStrategy,
