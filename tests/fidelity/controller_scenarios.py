@@ -8,6 +8,8 @@ are small dicts whose keys must all hold (see ``test_controllers.holds``):
 - ``condition``: the Job has this condition True
 - ``running``: at least this many of its pods run (not being deleted)
 - ``settled``: no pod of the Job is left that is not terminal, and status counts none active or terminating
+- ``deleting``: the object has a deletionTimestamp
+- ``released`` / ``orphaned``: no pod carries the Job's tracking finalizer / an owner reference
 - ``job_gone`` / ``pods``: the Job no longer exists / exactly this many pods are left in the namespace
 - ``event``: an Event with this reason names the scenario's object
 - ``jobs_finished`` / ``jobs_active`` / ``jobs`` / ``jobs_ready``: a CronJob's finished Jobs (at least),
@@ -46,6 +48,7 @@ class Scenario:
     intent: str = ""
     # Event reasons one side may emit and the other not, each for a reason of timing, not of behaviour.
     racy_events: tuple[str, ...] = ()
+    finalizers: tuple[str, ...] = ()  # on the object itself; the test removes them before cleaning up
 
 
 def template(script: str, restart: str = "Never") -> Obj:
@@ -275,8 +278,17 @@ JOBS: tuple[Scenario, ...] = (
         "delete-orphan",
         "a running Job deleted with propagationPolicy Orphan: its pod stays, released",
         job_spec("exec sleep 60"),
-        {"job_gone": True, "pods": 1, "released": True},
+        {"job_gone": True, "pods": 1, "released": True, "orphaned": True},
         {"when": {"running": 1}, "do": {"delete": "Orphan"}},
+    ),
+    Scenario(
+        "delete-held-by-finalizer",
+        "Job",
+        job_spec("exec sleep 60"),
+        {"deleting": True, "running": 1, "released": True},
+        ({"when": {"running": 1}, "do": {"delete": "Background"}},),
+        "a running Job deleted while a finalizer of its own holds it: its pods run on, released",
+        finalizers=("example.com/hold",),
     ),
     _job(
         "managed-by-foreign",

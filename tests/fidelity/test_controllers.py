@@ -142,6 +142,13 @@ class Run:
     namespace: str
     log: list[str] = dataclasses.field(default_factory=list)
     timed_out: str = ""
+    final: Obj = dataclasses.field(default_factory=dict)  # the summary, taken before cleaning up
+    racy_seen: set[str] = dataclasses.field(default_factory=set)
+
+    def freeze(self) -> None:
+        self.final = self.summary()
+        reasons = {str(e.get("reason")) for e in self.events()}
+        self.racy_seen = reasons & set(self.scenario.racy_events)
 
     @property
     def resource(self) -> Resource:
@@ -169,6 +176,12 @@ class Run:
             if (e.get("involvedObject") or {}).get("kind") == kind
             and (e.get("involvedObject") or {}).get("name") == name
         ]
+
+    async def release(self) -> None:
+        """Take the scenario's own finalizers off its object, so its namespace can go."""
+        if self.scenario.finalizers and self.obj() is not None:
+            patch = {"metadata": {"finalizers": None}}
+            await self.cluster.client.patch(self.resource, self.object_name, patch, self.namespace)
 
     def event_reasons(self) -> list[str]:
         """The reasons of the object's Events, less those the scenario names as a matter of timing."""
@@ -208,9 +221,11 @@ class Run:
             elif key == "pods":
                 ok = len(pods) == want
             elif key == "released":
-                ok = all(TRACKING_FINALIZER not in (_meta(p).get("finalizers") or []) for p in pods) and all(
-                    not _meta(p).get("ownerReferences") for p in pods
-                )
+                ok = all(TRACKING_FINALIZER not in (_meta(p).get("finalizers") or []) for p in pods)
+            elif key == "orphaned":
+                ok = all(not _meta(p).get("ownerReferences") for p in pods)
+            elif key == "deleting":
+                ok = obj is not None and bool(_meta(obj).get("deletionTimestamp"))
             elif key == "event":
                 ok = any(e.get("reason") == want for e in self.events())
             elif key == "jobs_finished":
@@ -255,6 +270,8 @@ class Run:
             "metadata": {"name": self.object_name, "namespace": self.namespace},
             "spec": self.substitute(self.scenario.spec),
         }
+        if self.scenario.finalizers:
+            body["metadata"]["finalizers"] = list(self.scenario.finalizers)
         await client.create(self.resource, body, self.namespace)
 
     async def _wait_for_service_account(self) -> None:
@@ -386,7 +403,7 @@ class Outcome:
             for run in (ours, theirs):
                 if run.timed_out:
                     lines.append(f"{run.cluster.name}: {run.timed_out}")
-            a, b = ours.summary(), theirs.summary()
+            a, b = ours.final, theirs.final
             for key in sorted(set(a) | set(b)):
                 if a.get(key) != b.get(key):
                     lines.append(
@@ -402,11 +419,7 @@ class Outcome:
         lines = [f"{total - len(wrong)} of {total} scenarios identical ({self.seconds:.1f}s)"]
         for ours, theirs in self.pairs:
             for reason in ours.scenario.racy_events:
-                seen = [
-                    r.cluster.name
-                    for r in (ours, theirs)
-                    if any(e.get("reason") == reason for e in r.events())
-                ]
+                seen = [r.cluster.name for r in (ours, theirs) if reason in r.racy_seen]
                 lines.append(
                     f"  ({ours.scenario.name}: {reason} not compared, a matter of timing; seen on {seen})"
                 )
@@ -454,8 +467,11 @@ async def compare(embedded: KubeClient, upstream: KubeClient, names: Sequence[st
             ]
             await asyncio.gather(*plays)
             await _events_agree(pairs, time.monotonic() + EVENT_GRACE)
+            for run in (r for pair in pairs for r in pair):
+                run.freeze()
             return Outcome(pairs, time.monotonic() - began)
         finally:
+            await asyncio.gather(*(r.release() for pair in pairs for r in pair), return_exceptions=True)
             await asyncio.gather(*(c.stop() for c in clusters))
             deletes = [r.cluster.client.delete(NAMESPACES, r.namespace) for pair in pairs for r in pair]
             await asyncio.gather(*deletes, return_exceptions=True)
