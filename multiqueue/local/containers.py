@@ -100,32 +100,33 @@ echo "$_mq_code" > "$_mq_dir/exit.tmp" && "$_mq_mv" -f "$_mq_dir/exit.tmp" "$_mq
 exit "$_mq_code"
 """
 # The log shipper: argv is the pipe, the log file and the index. Each chunk read is appended to the log file, and
-# "<offset in the log file> <unix time in ns>" to the index. SIGUSR1 (held off while it opens the pipe, which the
-# command waits for) makes the pipe non-blocking: what is left is taken, then it stops. It holds the pipe for
-# reading and writing, so it never waits for a writer and never sees the end of the output early.
-SHIPPER: Final = """import os, signal, sys, time
+# "<offset in the log file> <unix time in ns>" to the index. It holds the pipe for reading and writing, so it never
+# waits for a writer and never sees the end of the output early; SIGUSR1 (the command has ended) makes it take what
+# is left and stop. The signal wakes its poll through a wakeup pipe, written by the C-level handler: a signal that
+# lands just before a blocking read would otherwise wait for output that never comes.
+SHIPPER: Final = """import os, select, signal, sys, time
 fifo, log, index = sys.argv[1:4]
-held = []
-def drain(signum, frame):
-    if not held:
-        os._exit(0)
-    os.set_blocking(held[0], False)
-signal.signal(signal.SIGUSR1, drain)
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-held.append(os.open(fifo, os.O_RDWR))
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+pipe = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
 out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 stamps = os.open(index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-while True:
-    try:
-        chunk = os.read(held[0], 65536)
-    except BlockingIOError:
-        break
-    if not chunk:
-        break
-    os.write(stamps, b"%d %d\\n" % (os.fstat(out).st_size, time.time_ns()))
-    while chunk:
-        chunk = chunk[os.write(out, chunk):]
+poller = select.poll()
+poller.register(pipe, select.POLLIN)
+poller.register(wake_r, select.POLLIN)
+ending = False
+while not ending:
+    ending = any(fd == wake_r for fd, _ in poller.poll())
+    while True:
+        try:
+            chunk = os.read(pipe, 65536)
+        except BlockingIOError:
+            break
+        os.write(stamps, b"%d %d\\n" % (os.fstat(out).st_size, time.time_ns()))
+        while chunk:
+            chunk = chunk[os.write(out, chunk):]
 """
 WRAPPER_NAME: Final = "multiqueue-container"
 ABANDONED: Final = "abandoned"
