@@ -8,6 +8,8 @@ Upstream is the oracle. Where its binaries are not built the tests skip, naming 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import os
 import re
@@ -15,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -55,6 +57,15 @@ class Pair:
     @property
     def sides(self) -> tuple[Side, Side]:
         return (self.embedded, self.upstream)
+
+    @contextlib.asynccontextmanager
+    async def clients(self) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
+        """A client of each side, (embedded, upstream), closed on the way out."""
+        embedded, upstream = await self.embedded.client(), await self.upstream.client()
+        try:
+            yield embedded, upstream
+        finally:
+            await asyncio.gather(embedded.close(), upstream.close())
 
 
 def _copy_rest(stream: IO[str], log: IO[str]) -> None:

@@ -148,12 +148,8 @@ def report(outcomes: list[dict[str, Any]], out: Path) -> tuple[list[str], str]:
 
 
 async def test_embedded_answers_like_upstream(pair: Pair, tmp_path: Path) -> None:
-    embedded, upstream = await pair.embedded.client(), await pair.upstream.client()
-    try:
+    async with pair.clients() as (embedded, upstream):
         outcomes = await run_pair(embedded, upstream)
-    finally:
-        await embedded.close()
-        await upstream.close()
     differing, summary = report(outcomes, tmp_path / "api-differential.json")
     print(summary)
     assert len(outcomes) >= 300

@@ -478,11 +478,8 @@ async def compare(embedded: KubeClient, upstream: KubeClient, names: Sequence[st
 
 
 async def test_controllers_agree_with_upstream(pair: Pair) -> None:
-    embedded, upstream = await pair.embedded.client(), await pair.upstream.client()
-    try:
+    async with pair.clients() as (embedded, upstream):
         outcome = await compare(embedded, upstream)
-    finally:
-        await asyncio.gather(embedded.close(), upstream.close())
     report = outcome.report()
     print(report)
     assert sum(1 for s in SCENARIOS if s.kind == "Job") >= 25

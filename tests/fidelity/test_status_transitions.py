@@ -189,11 +189,8 @@ async def compare(embedded: KubeClient, upstream: KubeClient) -> Outcome:
 
 
 async def test_status_transitions_agree_with_upstream(pair: Pair) -> None:
-    embedded, upstream = await pair.embedded.client(), await pair.upstream.client()
-    try:
+    async with pair.clients() as (embedded, upstream):
         outcome = await compare(embedded, upstream)
-    finally:
-        await asyncio.gather(embedded.close(), upstream.close())
     report = outcome.report()
     print(report)
     assert len(outcome.transitions) >= 1000
