@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
-import os
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from multiqueue.local.files import write_private
 
 VALIDITY = datetime.timedelta(days=3650)
 
@@ -25,13 +26,6 @@ class ServingCert:
     ca_file: Path
     cert_file: Path
     key_file: Path
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
 
 
 def _key_bytes(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -63,8 +57,8 @@ def _ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         )
         .sign(key, hashes.SHA256())
     )
-    _write(key_file, _key_bytes(key))
-    _write(cert_file, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(key_file, _key_bytes(key))
+    write_private(cert_file, cert.public_bytes(serialization.Encoding.PEM))
     return cert, key
 
 
@@ -96,6 +90,6 @@ def serving_cert(state_dir: Path, cluster: str, host: str) -> ServingCert:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(ca_key, hashes.SHA256())
         )
-        _write(key_file, _key_bytes(key))
-        _write(cert_file, cert.public_bytes(serialization.Encoding.PEM))
+        write_private(key_file, _key_bytes(key))
+        write_private(cert_file, cert.public_bytes(serialization.Encoding.PEM))
     return ServingCert(state_dir / "ca.crt", cert_file, key_file)

@@ -40,13 +40,14 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+
+from multiqueue.local.files import write_private
 
 # $1: the attempt's folder, $2: mv, $3: the working directory, $4: a Python interpreter and $5: the log shipper
 # (:data:`SHIPPER`) it runs, $6: the log file, then the command. Variables are prefixed so that none of the
@@ -677,19 +678,6 @@ def make_private_dirs(base: Path, *parts: str) -> Path:
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700)
     return path
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write atomically (a temporary file renamed over the old one), mode 0600."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -15,11 +15,9 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
 import secrets
 import socket
 import ssl
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
+from multiqueue.local.files import write_private
 from multiqueue.local.upstream import Binaries, ControlPlaneFiles, UpstreamControlPlane, allocate_ports
 
 log = logging.getLogger(__name__)
@@ -119,12 +118,12 @@ class LocalClusters:
             await self.stop()
             raise
         text = await asyncio.to_thread(lambda: yaml.safe_dump(kubeconfig, sort_keys=False))
-        await asyncio.to_thread(_write_private, self.kubeconfig_path, text)
+        await asyncio.to_thread(write_private, self.kubeconfig_path, text)
         if self.config.manager is not None:
             manager_yaml = yaml.safe_dump(
                 self.manager_config().model_dump(mode="json", by_alias=True), sort_keys=False
             )
-            await asyncio.to_thread(_write_private, self.state_dir / "manager.yaml", manager_yaml)
+            await asyncio.to_thread(write_private, self.state_dir / "manager.yaml", manager_yaml)
             self.manager = Manager(self.manager_config(), meter=self.meter)
             try:
                 await self.manager.start()
@@ -160,7 +159,7 @@ class LocalClusters:
             await asyncio.gather(*starting, return_exceptions=True)
             raise
         for name, plane in self.control_planes.items():
-            await asyncio.to_thread(_write_private, self._cluster_dir(name) / "port", str(plane.port))
+            await asyncio.to_thread(write_private, self._cluster_dir(name) / "port", str(plane.port))
 
     def _control_planes(self, binaries: Binaries) -> dict[str, UpstreamControlPlane]:
         """One upstream control plane per cluster, each on the port it had last time when that is still free."""
@@ -188,7 +187,7 @@ class LocalClusters:
         server = ApiServer(await asyncio.to_thread(self._server_config, cluster))
         await server.start()
         self.servers[cluster.name] = server
-        await asyncio.to_thread(_write_private, self._cluster_dir(cluster.name) / "port", str(server.port))
+        await asyncio.to_thread(write_private, self._cluster_dir(cluster.name) / "port", str(server.port))
 
     def manager_config(self) -> ManagerConfig:
         """The manager's config for these clusters: every context in the one kubeconfig."""
@@ -277,7 +276,7 @@ def _token(folder: Path) -> str:
     if token_file.exists():
         return token_file.read_text().strip()
     token = secrets.token_urlsafe(32)
-    _write_private(token_file, token)
+    write_private(token_file, token)
     return token
 
 
@@ -302,18 +301,3 @@ def _reusable_port(port_file: Path) -> int:
         except OSError:
             return 0
     return port
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write atomically (rename over the old file) with owner-only permissions: these files hold tokens."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

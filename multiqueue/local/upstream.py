@@ -42,7 +42,6 @@ import datetime
 import fcntl
 import logging
 import os
-import secrets
 import shlex
 import signal
 import socket
@@ -58,6 +57,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from multiqueue.local.certs import ServingCert
+from multiqueue.local.files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class ControlPlaneFiles:
             folder.chmod(0o700)
         lock = _lock(self.folder / "lock", cluster)
         try:
-            _write_private(self.tokens, f"{token},admin,admin,system:masters\n".encode())
+            write_private(self.tokens, f"{token},admin,admin,system:masters\n".encode())
             if not (self.service_account_key.exists() and self.service_account_public_key.exists()):
                 key = ec.generate_private_key(ec.SECP256R1())
                 public = key.public_key().public_bytes(
@@ -235,8 +235,8 @@ class ControlPlaneFiles:
                     serialization.PrivateFormat.PKCS8,
                     serialization.NoEncryption(),
                 )
-                _write_private(self.service_account_key, private)
-                _write_private(self.service_account_public_key, public)
+                write_private(self.service_account_key, private)
+                write_private(self.service_account_public_key, public)
             kubeconfig = {
                 "apiVersion": "v1",
                 "kind": "Config",
@@ -250,7 +250,7 @@ class ControlPlaneFiles:
                 "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "admin"}}],
                 "current-context": cluster,
             }
-            _write_private(self.kubeconfig, yaml.safe_dump(kubeconfig, sort_keys=False).encode())
+            write_private(self.kubeconfig, yaml.safe_dump(kubeconfig, sort_keys=False).encode())
         except BaseException:
             lock.close()
             raise
@@ -276,20 +276,6 @@ def _lock(path: Path, cluster: str) -> IO[str]:
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Write atomically (a temporary file renamed over the old one), mode 0600."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def _open_log(path: Path, argv: list[str]) -> IO[bytes]:
