@@ -326,15 +326,17 @@ def fake_assets(folder: Path, etcd: Path, apiserver_script: str) -> Path:
     return folder
 
 
+def local_up_on_fakes(tmp_path: Path, apiserver_script: str) -> tuple[Spawned, Path]:
+    """``local up`` (not started) of one cluster on the built etcd and fake other binaries; its state folder."""
+    assets = fake_assets(tmp_path / "assets", etcd_or_skip(), apiserver_script)
+    config = {"clusters": [{"name": "management", "kubelet": "none"}]}
+    return local_up(tmp_path, config, "--assets", str(assets)), tmp_path / "state"
+
+
 async def test_a_process_that_dies_while_starting_fails_the_start_with_its_log_and_stops_the_rest(
     tmp_path: Path,
 ) -> None:
-    etcd = etcd_or_skip()
-    assets = fake_assets(tmp_path / "assets", etcd, 'echo "fake kube-apiserver: cannot start" >&2; exit 3')
-    state = tmp_path / "state"
-    process = local_up(
-        tmp_path, {"clusters": [{"name": "management", "kubelet": "none"}]}, "--assets", str(assets)
-    )
+    process, state = local_up_on_fakes(tmp_path, 'echo "fake kube-apiserver: cannot start" >&2; exit 3')
     async with cleaned_up(process, state):
         await process.start()
         assert process.process is not None
@@ -353,12 +355,7 @@ async def test_a_process_that_dies_while_starting_fails_the_start_with_its_log_a
 
 
 async def test_ctrl_c_while_starting_stops_what_was_started(tmp_path: Path) -> None:
-    etcd = etcd_or_skip()
-    assets = fake_assets(tmp_path / "assets", etcd, "exec sleep 600")
-    state = tmp_path / "state"
-    process = local_up(
-        tmp_path, {"clusters": [{"name": "management", "kubelet": "none"}]}, "--assets", str(assets)
-    )
+    process, state = local_up_on_fakes(tmp_path, "exec sleep 600")
     async with cleaned_up(process, state):
         await process.start()
         await process.wait_for_line(r"^management: waiting for kube-apiserver \(\d+s\): /readyz", within=90)
