@@ -8,6 +8,7 @@ has not built them (or KUBEBUILDER_ASSETS does not name a folder that has them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import JOBS, NODES, PODS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
-from multiqueue.kube.informer import InformerFactory
+from multiqueue.kube.informer import Informer, InformerFactory
 from multiqueue.local.upstream import (
     BINARIES,
     BUILD_COMMAND,
@@ -218,6 +219,22 @@ async def kubectl(kubeconfig: Path, *args: str) -> str:
 
 async def connect(kubeconfig: Path, context: str) -> KubeClient:
     return KubeClient(await load_credentials(kubeconfig, context), context)
+
+
+@contextlib.asynccontextmanager
+async def pods_of_worker_1(kubeconfig: Path) -> AsyncIterator[tuple[KubeClient, Informer, Changes]]:
+    """A client of worker-1, a synced informer of its pods in ``default`` and the changes it sees."""
+    client = await connect(kubeconfig, "worker-1")
+    factory = InformerFactory(client)
+    pods = factory.informer(PODS, "default")
+    changes = Changes(pods)
+    factory.start()
+    try:
+        await pods.wait_for_sync()
+        yield client, pods, changes
+    finally:
+        await factory.stop()
+        await client.close()
 
 
 PLAIN_JOB: Obj = {
@@ -420,13 +437,7 @@ async def test_local_up_serves_upstream_clusters_kube_controller_manager_runs_jo
                 assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
 
         # A Job without managedBy on the worker: kube-controller-manager's Job controller makes its pods.
-        client = await connect(kubeconfig, "worker-1")
-        factory = InformerFactory(client)
-        pods = factory.informer(PODS, "default")
-        changes = Changes(pods)
-        factory.start()
-        try:
-            await pods.wait_for_sync()
+        async with pods_of_worker_1(kubeconfig) as (client, pods, changes):
             job = await client.create(JOBS, PLAIN_JOB, "default")
             uid = str(metadata(job)["uid"])
 
@@ -446,9 +457,6 @@ async def test_local_up_serves_upstream_clusters_kube_controller_manager_runs_jo
             await changes.until(
                 lambda: all(as_dict(p.get("status")).get("phase") == "Succeeded" for p in made()), 120
             )
-        finally:
-            await factory.stop()
-            await client.close()
 
         # Ctrl-C: every process stops, local up exits 0.
         process.signal(signal.SIGINT)
@@ -587,13 +595,7 @@ async def test_kubectl_shows_the_node_ready_and_the_logs_of_a_worker_pod(tmp_pat
         await process.wait_for_line(READY, within=START_TIMEOUT)
         nodes = await kubectl(kubeconfig, "--context", "worker-1", "get", "nodes", "--no-headers")
         assert re.search(rf"^{NODE}\s+Ready\s", nodes, re.MULTILINE), nodes
-        client = await connect(kubeconfig, "worker-1")
-        factory = InformerFactory(client)
-        pods = factory.informer(PODS, "default")
-        changes = Changes(pods)
-        factory.start()
-        try:
-            await pods.wait_for_sync()
+        async with pods_of_worker_1(kubeconfig) as (client, pods, changes):
             body = {
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -614,8 +616,5 @@ async def test_kubectl_shows_the_node_ready_and_the_logs_of_a_worker_pod(tmp_pat
                 lambda: as_dict((pods.get("default/talker") or {}).get("status")).get("phase") == "Succeeded",
                 120,
             )
-        finally:
-            await factory.stop()
-            await client.close()
         logs = await kubectl(kubeconfig, "--context", "worker-1", "logs", "talker")
         assert logs.strip() == "hello from upstream"
