@@ -36,6 +36,9 @@ FAIL_ONCE = "if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 3"
 # Runs long the first time (until deleted), succeeds at once the next.
 LONG_ONCE = "if [ -e {marker} ]; then exit 0; fi; touch {marker}; exec sleep 60"
 INDEX_1_FAILS = '[ "$JOB_COMPLETION_INDEX" = 1 ] && exit 1; exit 0'
+# For Jobs that fail at their first failure: the other indexes have ended by then on either side, so which pods
+# were still running when it failed is not a matter of timing.
+INDEX_1_FAILS_LAST = '[ "$JOB_COMPLETION_INDEX" = 1 ] && { sleep 5; exit 1; }; exit 0'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +120,7 @@ JOBS: tuple[Scenario, ...] = (
     _job(
         "indexed-fail",
         "Indexed, index 1 fails, backoffLimit 0",
-        job_spec(INDEX_1_FAILS, completionMode="Indexed", completions=3, parallelism=3, backoffLimit=0),
+        job_spec(INDEX_1_FAILS_LAST, completionMode="Indexed", completions=3, parallelism=3, backoffLimit=0),
     ),
     _job(
         "per-index-backoff",
@@ -130,7 +133,7 @@ JOBS: tuple[Scenario, ...] = (
         "per-index-max-failed",
         "backoffLimitPerIndex 0, maxFailedIndexes 0: the first failed index fails the Job",
         job_spec(
-            INDEX_1_FAILS,
+            INDEX_1_FAILS_LAST,
             completionMode="Indexed",
             completions=3,
             parallelism=3,
