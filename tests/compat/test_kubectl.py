@@ -176,3 +176,21 @@ def test_the_deploy_manifests_apply_here(cluster: Cluster) -> None:
     )
     assert replicas.stdout == "2"
     cluster.kubectl("delete", "-k", str(deploy), "--wait=false", "--ignore-not-found")
+
+
+def test_imperative_generators_work(cluster: Cluster) -> None:
+    """kubectl 1.32 and newer send these objects in protobuf; older ones in JSON. Either way they are stored."""
+    cluster.kubectl("create", "namespace", "imperative")
+    cluster.kubectl("-n", "imperative", "create", "secret", "generic", "pw", "--from-literal=password=s3cret")
+    cluster.kubectl(
+        "-n", "imperative", "create", "cronjob", "hourly", "--image=busybox", "--schedule=0 * * * *"
+    )
+    cluster.kubectl("-n", "imperative", "create", "job", "now", "--from=cronjob/hourly")
+    secret = json.loads(cluster.kubectl("-n", "imperative", "get", "secret", "pw", "-o", "json").stdout)
+    assert secret["data"] == {"password": "czNjcmV0"} and secret["type"] == "Opaque"
+    job = json.loads(cluster.kubectl("-n", "imperative", "get", "job", "now", "-o", "json").stdout)
+    assert [o["name"] for o in job["metadata"]["ownerReferences"]] == ["hourly"]
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30
+    assert cluster.kubectl("auth", "can-i", "create", "jobs").stdout.strip() == "yes"
+    assert "system:masters" in cluster.kubectl("auth", "whoami").stdout
+    cluster.kubectl("delete", "namespace", "imperative", "--wait=false")

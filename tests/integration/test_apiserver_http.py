@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from multiqueue.local.apiserver.protowire import len_field, string_field, varint_field
 from multiqueue.local.apiserver.server import ApiServer
 
 JOB = {
@@ -169,6 +170,10 @@ async def test_custom_resources_are_served(http: aiohttp.ClientSession) -> None:
         headers={"Content-Type": "application/strategic-merge-patch+json"},
     )
     assert code == 415
+    code, body = await _call(
+        http, "POST", path, data=protobuf_body("example.com/v1", "Widget", b""), headers=PROTOBUF
+    )
+    assert (code, body["reason"]) == (415, "UnsupportedMediaType"), "custom resources have no protobuf"
     code, _ = await _call(
         http, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
     )
@@ -272,3 +277,50 @@ async def test_defaults_apply_to_updates_too(http: aiohttp.ClientSession) -> Non
     assert code == 200, body
     assert (body["spec"]["schedule"], body["spec"]["concurrencyPolicy"]) == ("0 4 * * *", "Allow")
     assert body["metadata"]["generation"] == 2
+
+
+PROTOBUF = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+
+
+def protobuf_body(api_version: str, kind: str, raw: bytes) -> bytes:
+    """The magic and a runtime.Unknown: typeMeta (apiVersion 1, kind 2) 1, raw 2."""
+    type_meta = string_field(1, api_version) + string_field(2, kind)
+    return b"k8s\x00" + len_field(1, type_meta) + len_field(2, raw)
+
+
+def configmap(name: str, value: str) -> bytes:
+    """metadata 1 (name 1), data 2 (a map entry: key 1, value 2)."""
+    entry = string_field(1, "greeting") + string_field(2, value)
+    return protobuf_body("v1", "ConfigMap", len_field(1, string_field(1, name)) + len_field(2, entry))
+
+
+async def test_protobuf_bodies_are_served_as_their_json(http: aiohttp.ClientSession) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    strict = {"fieldValidation": "Strict"}  # unknown field numbers are skipped whatever it says, as upstream
+    code, created = await _call(
+        http, "POST", path, params=strict, data=configmap("pb", "hi") + varint_field(99, 1), headers=PROTOBUF
+    )
+    assert code == 201, created
+    assert (created["kind"], created["metadata"]["name"], created["data"]) == (
+        "ConfigMap",
+        "pb",
+        {"greeting": "hi"},
+    )
+    code, updated = await _call(http, "PUT", f"{path}/pb", data=configmap("pb", "again"), headers=PROTOBUF)
+    assert (code, updated["data"]) == (200, {"greeting": "again"})
+    code, refused = await _call(http, "POST", path, data=b"k8s\x00\x0a", headers=PROTOBUF)
+    assert (code, refused["reason"]) == (400, "BadRequest")
+    assert refused["message"] == (
+        "the object provided is unrecognized (must be of type ConfigMap): unexpected EOF (6b3873000a)"
+    )
+    code, refused = await _call(
+        http, "POST", path, params={"fieldValidation": "strict"}, data=configmap("x", "y"), headers=PROTOBUF
+    )
+    assert (code, refused["reason"]) == (422, "Invalid")
+    code, refused = await _call(http, "PATCH", f"{path}/pb", data=configmap("pb", "z"), headers=PROTOBUF)
+    assert (code, refused["message"]) == (415, "415: Unsupported Media Type")
+    dry_run = protobuf_body("v1", "DeleteOptions", len_field(5, b"All"))  # dryRun 5
+    code, _ = await _call(http, "DELETE", f"{path}/pb", data=dry_run, headers=PROTOBUF)
+    assert code == 200
+    code, kept = await _call(http, "GET", f"{path}/pb")
+    assert (code, kept["data"]) == (200, {"greeting": "again"}), "a dry-run delete leaves it"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.decoding import decode, drop_unknown, strict_error, warning
+from multiqueue.local.apiserver.decoding import check_directive, decode, drop_unknown, strict_error, warning
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.rest import ApiError
 
@@ -80,7 +80,7 @@ def test_strict_names_every_unknown_field_as_upstream_does() -> None:
 def test_warn_and_ignore_drop_the_field(directive: str, warned: list[str]) -> None:
     assert CONFIGMAPS is not None
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "extra": 1}
-    assert decode(CONFIGMAPS, body, directive, "CreateOptions") == warned
+    assert decode(CONFIGMAPS, body, directive) == warned
     assert "extra" not in body
     assert warned == [] or warned == ['299 - "unknown field \\"extra\\""']
 
@@ -96,5 +96,6 @@ def test_strict_and_unsupported_directives_are_refused(directive: str, code: int
     assert CONFIGMAPS is not None
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "extra": 1}
     with pytest.raises(ApiError) as refused:
-        decode(CONFIGMAPS, body, directive, "CreateOptions")
+        check_directive(directive, "CreateOptions")
+        decode(CONFIGMAPS, body, directive)
     assert (refused.value.code, refused.value.status["reason"]) == (code, reason)

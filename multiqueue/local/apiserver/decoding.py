@@ -64,13 +64,17 @@ def _drop_in(kind: str, value: Any, path: str) -> list[str]:
     return drop_unknown(kind, value, path)
 
 
-def decode(rtype: ResourceType, body: Any, directive: str, options_kind: str) -> list[str]:
-    """Drop the fields ``rtype`` does not have from ``body``; the Warning headers to answer with. Raises
-    :class:`ApiError` for an unknown ``fieldValidation`` and, under Strict, for any unknown field. Custom
-    resources are left to their schema."""
+def check_directive(directive: str, options_kind: str) -> None:
+    """Raise :class:`ApiError` (422, on the request's options kind) for an unknown ``fieldValidation``."""
     if directive not in ("", *DIRECTIVES):
         problem = errors.not_supported("fieldValidation", directive, ["", *sorted(DIRECTIVES)])
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
+
+
+def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
+    """Drop the fields ``rtype`` does not have from ``body``; the Warning headers to answer with. Raises
+    :class:`ApiError` under Strict for any unknown field (the directive checked beforehand by
+    :func:`check_directive`). Custom resources are left to their schema."""
     if rtype.model is None or rtype.schema is not None:
         return []
     unknown = drop_unknown(rtype.model, body)
