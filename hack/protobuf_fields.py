@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Write multiqueue/local/apiserver/protobuf_fields.json: what the embedded API server needs to read the protobuf
-bodies clients send (``Content-Type: application/vnd.kubernetes.protobuf``) as the JSON the same Go object marshals
-to.
+"""Write the protobuf field tables of the embedded API server, from the Go modules hack/control-plane/go.mod pins.
+
+multiqueue/local/apiserver/protobuf_fields.json is what the server needs to read the protobuf bodies clients send
+(``Content-Type: application/vnd.kubernetes.protobuf``) as the JSON the same Go object marshals to.
 
 Field numbers and wire types come from the generated.proto files of the Go modules hack/control-plane/go.mod pins;
 how each field renders in JSON (its JSON name, ``omitempty``/``omitzero``, pointer or value, inlined) comes from the
 Go structs those files were generated from, matched on the field number of their ``protobuf`` struct tags. Only
 the messages reachable from the kinds the server serves (resources.py) and from DeleteOptions are written.
 
-    python3 hack/protobuf_fields.py            # rewrite the file
-    python3 hack/protobuf_fields.py --check    # exit 1 if the file is not what the pinned modules give
+multiqueue/local/apiserver/gnostic_fields.json holds the messages of gnostic's OpenAPIv2.proto, in which
+/openapi/v2 is served to clients that ask for protobuf (kubectl 1.27 and 1.28): every message, as the whole
+document is built from them.
+
+    python3 hack/protobuf_fields.py            # rewrite the files
+    python3 hack/protobuf_fields.py --check    # exit 1 if a file is not what the pinned modules give
 
 The modules are read from the Go module cache (GOMODCACHE, else GOPATH/pkg/mod, else ~/go/pkg/mod), where building
 the control plane puts them; ``--check`` says so and passes when they are not there.
@@ -33,8 +38,11 @@ from multiqueue.local.apiserver.resources import BUILTIN  # noqa: E402
 
 GO_MOD = REPO / "hack" / "control-plane" / "go.mod"
 OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "protobuf_fields.json"
+GNOSTIC_OUTPUT = OUTPUT.with_name("gnostic_fields.json")
 # The modules whose packages define the kinds served, and everything their messages refer to.
 MODULES = ("k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver")
+GNOSTIC = "github.com/google/gnostic-models"
+GNOSTIC_PROTO = "openapiv2/OpenAPIv2.proto"
 # Roots besides the served kinds: the body of a DELETE.
 EXTRA_ROOTS = (("meta.k8s.io", "v1", "DeleteOptions"),)
 # Messages whose Go type marshals to JSON by a method of its own, and how (see protobuf.py for each rendering);
@@ -55,7 +63,9 @@ RENDERINGS = {
 ENVELOPE = "k8s.io.apimachinery.pkg.runtime.Unknown"
 SCALARS = frozenset({"string", "bytes", "bool", "int32", "int64", "uint32", "uint64", "double", "float"})
 
-_PROTO_FIELD = re.compile(r"(optional|repeated)\s+(\S+)\s+(\w+)\s*=\s*(\d+)\s*;")
+# proto2 labels every field; proto3 (gnostic's) leaves singular ones bare and groups alternatives in oneofs.
+_PROTO_FIELD = re.compile(r"(?:(optional|repeated)\s+)?(\S+)\s+(\w+)\s*=\s*(\d+)\s*;")
+_PROTO_ONEOF = re.compile(r"oneof \w+ \{|\}")
 _PROTO_MAP = re.compile(r"map<\s*(\w+)\s*,\s*(\S+)\s*>\s+(\w+)\s*=\s*(\d+)\s*;")
 _GO_STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.M | re.S)
 _GO_EMPTY_STRUCT = re.compile(r"^type (\w+) struct\s*\{\s*\}", re.M)
@@ -104,10 +114,15 @@ def module_cache() -> Path:
     return Path(gopath) / "pkg" / "mod" if gopath else Path.home() / "go" / "pkg" / "mod"
 
 
-def module_dirs(cache: Path, versions: dict[str, str]) -> dict[str, Path]:
-    """Module path -> its directory in the cache (upper-case letters escaped as the cache does)."""
-    escaped = {m: re.sub(r"[A-Z]", lambda c: "!" + c.group().lower(), m) for m in MODULES}
-    return {m: cache / f"{escaped[m]}@{versions[m]}" for m in MODULES}
+def module_dirs(cache: Path, versions: dict[str, str], modules: tuple[str, ...]) -> dict[str, Path]:
+    """Module path -> its directory in the cache (upper-case letters escaped as the cache does); FileNotFoundError
+    when one is not there."""
+    escaped = {m: re.sub(r"[A-Z]", lambda c: "!" + c.group().lower(), m) for m in modules}
+    dirs = {m: cache / f"{escaped[m]}@{versions[m]}" for m in modules}
+    missing = [str(d) for d in dirs.values() if not d.is_dir()]
+    if missing:
+        raise FileNotFoundError(", ".join(missing))
+    return dirs
 
 
 def package_dir(go_package: str, dirs: dict[str, Path]) -> Path:
@@ -130,7 +145,7 @@ def parse_proto(text: str) -> ProtoFile:
     for name, body in re.findall(r"^message (\w+) \{(.*?)^\}", text, re.M | re.S):
         fields = []
         for line in (line.strip() for line in body.splitlines()):
-            if not line:
+            if not line or _PROTO_ONEOF.fullmatch(line):
                 continue
             if (m := _PROTO_MAP.fullmatch(line)) is not None:
                 if m[1] != "string":
@@ -267,10 +282,7 @@ def field_entry(field: ProtoField, go: GoField | None) -> list[object]:
 
 
 def build(cache: Path) -> dict[str, object]:
-    dirs = module_dirs(cache, pinned_versions(GO_MOD.read_text()))
-    missing = [str(d) for d in dirs.values() if not d.is_dir()]
-    if missing:
-        raise FileNotFoundError(", ".join(missing))
+    dirs = module_dirs(cache, pinned_versions(GO_MOD.read_text()), MODULES)
     packages = group_packages(dirs)
     roots = served_roots()
     wanted = {(g, v) for g, v, _ in roots if g != "meta.k8s.io"} | {("meta.k8s.io", "v1")}
@@ -331,26 +343,49 @@ def render(table: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def build_gnostic(cache: Path) -> dict[str, list[list[object]]]:
+    """Message -> [number, proto name, type, flags ("r" repeated)]; types in the same package by short name."""
+    directory = module_dirs(cache, pinned_versions(GO_MOD.read_text()), (GNOSTIC,))[GNOSTIC]
+    parsed = parse_proto((directory / GNOSTIC_PROTO).read_text())
+    prefix = parsed.package + "."
+    return {
+        name.removeprefix(prefix): [
+            [f.number, f.name, f.type.removeprefix(prefix), "r" if f.repeated else ""] for f in fields
+        ]
+        for name, fields in sorted(parsed.messages.items())
+    }
+
+
+def render_gnostic(table: dict[str, list[list[object]]]) -> str:
+    lines = []
+    for name, fields in table.items():
+        rows = ",\n  ".join(json.dumps(f) for f in fields)
+        lines.append(f"{json.dumps(name)}: [\n  {rows}\n]" if fields else f"{json.dumps(name)}: []")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail if the file is not current")
+    parser.add_argument("--check", action="store_true", help="fail if a file is not current")
     args = parser.parse_args()
     cache = module_cache()
     try:
-        text = render(build(cache))
+        texts = {OUTPUT: render(build(cache)), GNOSTIC_OUTPUT: render_gnostic(build_gnostic(cache))}
     except FileNotFoundError as exc:
         if args.check:
-            print(f"protobuf_fields.json not checked: the Go module cache lacks {exc}")
+            print(f"protobuf field tables not checked: the Go module cache lacks {exc}")
             return 0
         raise
+    stale = [path for path, text in texts.items() if not path.exists() or path.read_text() != text]
     if args.check:
-        if OUTPUT.read_text() != text:
-            print(f"{OUTPUT.relative_to(REPO)} is out of date: run python3 hack/protobuf_fields.py")
-            return 1
-        print(f"{OUTPUT.relative_to(REPO)} is current")
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is out of date: run python3 hack/protobuf_fields.py")
+        if not stale:
+            print("protobuf field tables are current")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(texts[path])
+        print(f"wrote {path.relative_to(REPO)}")
     return 0
 
 

@@ -208,6 +208,25 @@ async def test_openapi_documents_carry_etags_and_honour_if_none_match(http: aioh
         assert (response.status, response.headers["Location"]) == (301, url)
 
 
+async def test_openapi_v2_is_served_in_json_and_protobuf(http: aiohttp.ClientSession) -> None:
+    async with http.get("/openapi/v2", headers={"Accept": "application/json"}) as response:
+        assert (response.status, response.headers["Content-Type"]) == (200, "application/json")
+        etag = response.headers["ETag"]
+        document = await response.json()
+    assert document["swagger"] == "2.0" and "io.k8s.api.batch.v1.Job" in document["definitions"]
+    protobuf = {"Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"}
+    async with http.get("/openapi/v2", headers=protobuf) as response:
+        assert response.status == 200, await response.text()
+        assert (
+            response.headers["Content-Type"] == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        )
+        assert (response.headers["ETag"], (await response.read())[:5]) == (etag, b"\x0a\x032.0")  # swagger 1
+    async with http.get("/openapi/v2", headers={**protobuf, "If-None-Match": etag}) as response:
+        assert response.status == 304
+    async with http.get("/openapi/v2", headers={"Accept": "text/html"}) as response:
+        assert response.status == 406
+
+
 async def test_a_bad_include_object_is_a_bad_request(http: aiohttp.ClientSession) -> None:
     table = "application/json;as=Table;v=v1;g=meta.k8s.io"
     for path in (

@@ -1,9 +1,9 @@
 """Real kubectl against discovery and OpenAPI alone: ``explain`` and ``api-resources`` need nothing more.
 
-A minimal aiohttp app on 127.0.0.1 serves /version, discovery and /openapi/v3 from the pure functions (any bearer
-token is accepted); kubectl runs as an asyncio subprocess with its own cache directory. Every installed kubectl
-1.27-1.33 (gcloud installs them next to ``kubectl`` as ``kubectl.1.NN``) must list the resources, whichever
-discovery shape it asks for.
+A minimal aiohttp app on 127.0.0.1 serves /version, discovery, /openapi/v3 and /openapi/v2 from the pure functions
+(any bearer token is accepted); kubectl runs as an asyncio subprocess with its own cache directory. Every installed
+kubectl 1.27-1.33 (gcloud installs them next to ``kubectl`` as ``kubectl.1.NN``) must list the resources, whichever
+discovery shape it asks for; 1.27 and 1.28 explain from /openapi/v2, in protobuf.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from multiqueue.local.apiserver import discovery, openapi
+from multiqueue.local.apiserver import discovery, openapi, openapi_v2
 from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
 from multiqueue.local.certs import serving_cert
 
@@ -133,12 +133,19 @@ def _app(types: tuple[ResourceType, ...], seen: list[tuple[str, str]]) -> web.Ap
             raise web.HTTPNotFound()
         return web.Response(status=reply.status, headers=reply.headers, body=reply.body)
 
+    async def document_v2(request: web.Request) -> web.Response:
+        reply = openapi_v2.openapi_v2_reply(
+            types, request.headers.get("Accept", ""), request.headers.get("If-None-Match")
+        )
+        return web.Response(status=reply.status, headers=reply.headers, body=reply.body)
+
     app = web.Application(middlewares=[bearer_only])
     app.router.add_get("/version", version)
     app.router.add_get("/api", root)
     app.router.add_get("/apis", root)
     app.router.add_get("/api/{version}", resource_list)
     app.router.add_get("/apis/{group}/{version}", resource_list)
+    app.router.add_get("/openapi/v2", document_v2)
     app.router.add_get("/openapi/v3", document)
     app.router.add_get("/openapi/v3/{path:.+}", document)
     return app
@@ -234,3 +241,20 @@ async def test_each_installed_kubectl_reads_aggregated_discovery(served: Served,
     assert "/apis/batch/v1" not in paths and "/api/v1" not in paths, paths
     accepted = {accept for path, accept in served.requests if path.startswith("/apis?")}
     assert any("as=APIGroupDiscoveryList" in accept for accept in accepted), accepted
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.28"])
+async def test_kubectl_that_reads_openapi_v2_explains_from_it(served: Served, version: str) -> None:
+    binary = next((p for p in _installed_kubectls() if p.name == f"kubectl.{version}"), None)
+    if binary is None:
+        reason = f"kubectl.{version} is not installed beside kubectl; its /openapi/v2 reading did not run"
+        print(reason)
+        pytest.skip(reason)
+    code, out, err = await served.kubectl("explain", "jobs.spec.parallelism", binary=binary)
+    assert code == 0, err
+    assert "FIELD: parallelism <integer>" in out, out
+    code, out, err = await served.kubectl("explain", "widgets.spec.size", binary=binary)
+    assert code == 0, err
+    assert "How big the widget is, in cm." in out, out
+    asked = [accept for path, accept in served.requests if path.split("?")[0] == "/openapi/v2"]
+    assert asked and all(openapi_v2.PROTOBUF_DEPRECATED in accept for accept in asked), asked

@@ -196,7 +196,7 @@ def aggregated_discovery(types: Iterable[ResourceType], legacy_core: bool, versi
     }
 
 
-def _media_ranges(accept: str) -> list[tuple[str, dict[str, str]]]:
+def media_ranges(accept: str) -> list[tuple[str, dict[str, str]]]:
     """The Accept header's media ranges, most wanted first: by ``q``, then in the order given."""
     ranges: list[tuple[float, int, str, dict[str, str]]] = []
     for position, clause in enumerate(accept.split(",")):
@@ -223,7 +223,7 @@ def negotiate_discovery(accept_header: str) -> str:
     answer; ranges this server cannot produce (protobuf, other kinds) are skipped; when nothing is usable, the
     legacy answer is the one every client understands.
     """
-    for media, params in _media_ranges(accept_header):
+    for media, params in media_ranges(accept_header):
         if media not in ("application/json", "application/*", "*/*"):
             continue
         wanted = params.get("as")

@@ -7,7 +7,9 @@ document of the group version it needs:
   properties, so schemas keep upstream's definition names and descriptions;
 - ``create``/``apply`` look for the ``fieldValidation`` parameter on the kind's PATCH operation; when it is there
   they send ``?fieldValidation=Strict`` and leave validation to the server, otherwise they fall back to
-  client-side validation from /openapi/v2, which this server does not serve.
+  client-side validation.
+
+kubectl 1.27 and 1.28 read /openapi/v2 instead, made from the same definitions and operations (openapi_v2.py).
 
 Built-in kinds' schemas are generated from the official client's pydantic models; a CRD's kinds use its
 openAPIV3Schema. Lists that merge by key carry ``x-kubernetes-patch-merge-key`` from the table the server's
@@ -468,7 +470,7 @@ _NAMESPACE: Final = _path_parameter("namespace", "The namespace of the objects."
 _NAME: Final = _path_parameter("name", "The name of the object.")
 _DRY_RUN: Final = _query("dryRun", "string", "When All, the request is validated but nothing is persisted.")
 # kubectl create/apply look for fieldValidation on the kind's PATCH operation (not on the path) and, when it is
-# declared, send ?fieldValidation=Strict instead of validating against /openapi/v2 themselves.
+# declared, send ?fieldValidation=Strict instead of validating against the schemas themselves.
 _WRITE: Final = (
     _DRY_RUN,
     _query("fieldManager", "string", "The name of the actor making these changes, for field ownership."),
@@ -643,7 +645,7 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
 # --- rendering, caching, serving ----------------------------------------------------------------------------
 
 # (type, its schema as JSON): a ResourceType's equality ignores its schema, a document's must not.
-_Signature = tuple[tuple[ResourceType, str], ...]
+Signature = tuple[tuple[ResourceType, str], ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -654,13 +656,24 @@ class Rendered:
     etag: str
 
 
-def _signature(types: Iterable[ResourceType]) -> _Signature:
+def signature(types: Iterable[ResourceType]) -> Signature:
     pairs = ((t, json.dumps(t.schema, sort_keys=True)) for t in types)
     return tuple(sorted(pairs, key=lambda pair: (pair[0].plural, pair[0].kind, pair[1])))
 
 
+# How a client authenticates: the same in v3 (securitySchemes) and v2 (securityDefinitions).
+SECURITY_SCHEMES: Final[Obj] = {
+    "BearerToken": {
+        "description": "Bearer Token authentication",
+        "in": "header",
+        "name": "authorization",
+        "type": "apiKey",
+    }
+}
+
+
 @functools.lru_cache(maxsize=64)
-def _render(signature: _Signature) -> Rendered:
+def _components_json(signature: Signature) -> str:
     schemas: Obj = {}
     paths: Obj = {}
     for rtype, _ in signature:
@@ -672,15 +685,23 @@ def _render(signature: _Signature) -> Rendered:
     for name, definition in _SCALAR_DEFINITIONS.items():
         if f'"{_REF}{name}"' in used:
             schemas[name] = copy.deepcopy(definition)
-    bearer = {"description": "Bearer Token authentication", "in": "header", "name": "authorization"}
+    return json.dumps([dict(sorted(schemas.items())), dict(sorted(paths.items()))])
+
+
+def components(types: Iterable[ResourceType]) -> tuple[Obj, Obj]:
+    """(schemas, paths) of the v3 document of ``types``, fresh copies: what the v2 document is made from too."""
+    schemas, paths = json.loads(_components_json(signature(types)))
+    return schemas, paths
+
+
+@functools.lru_cache(maxsize=64)
+def _render(signature: Signature) -> Rendered:
+    schemas, paths = json.loads(_components_json(signature))
     document = {
-        "components": {
-            "schemas": dict(sorted(schemas.items())),
-            "securitySchemes": {"BearerToken": {**bearer, "type": "apiKey"}},
-        },
+        "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
         "info": {"title": "Kubernetes", "version": "unversioned"},
         "openapi": "3.0.0",
-        "paths": dict(sorted(paths.items())),
+        "paths": paths,
     }
     body = json.dumps(document, separators=(",", ":")).encode()
     return Rendered(body, hashlib.sha512(body).hexdigest().upper())
@@ -693,7 +714,7 @@ def _group_version_path(group: str, version: str) -> str:
 def rendered_document(types: Iterable[ResourceType], group: str, version: str) -> Rendered | None:
     """The served bytes and hash of one group version's document; None when the server has no such version."""
     selected = [t for t in types if t.group == group and t.version == version]
-    return _render(_signature(selected)) if selected else None
+    return _render(signature(selected)) if selected else None
 
 
 def openapi_v3_document(types: Iterable[ResourceType], group: str, version: str) -> Obj | None:
@@ -719,7 +740,7 @@ def openapi_v3_index(types: Iterable[ResourceType]) -> Obj:
         by_path.setdefault(_group_version_path(rtype.group, rtype.version), []).append(rtype)
     return {
         "paths": {
-            path: {"serverRelativeURL": server_relative_url(path, _render(_signature(selected)).etag)}
+            path: {"serverRelativeURL": server_relative_url(path, _render(signature(selected)).etag)}
             for path, selected in sorted(by_path.items())
         }
     }
@@ -741,7 +762,8 @@ def _accepts_json(accept: str) -> bool:
     return any(m in ("application/json", "application/*", "*/*") for m in media)
 
 
-def _matches(if_none_match: str | None, etag: str) -> bool:
+def matches_etag(if_none_match: str | None, etag: str) -> bool:
+    """Whether an If-None-Match header names ``etag`` (or ``*``): the client's copy is current."""
     if not if_none_match:
         return False
     candidates = [c.strip().removeprefix("W/").strip('"') for c in if_none_match.split(",")]
@@ -769,7 +791,7 @@ def openapi_v3_reply(
         body = json.dumps(openapi_v3_index(listed), separators=(",", ":")).encode()
         etag = hashlib.sha512(body).hexdigest().upper()
         headers = {"Content-Type": "application/json", "ETag": f'"{etag}"'}
-        return Reply(304, headers) if _matches(if_none_match, etag) else Reply(200, headers, body)
+        return Reply(304, headers) if matches_etag(if_none_match, etag) else Reply(200, headers, body)
     parts = path.split("/")
     if parts[0] == "api" and len(parts) == 2:
         group, version = "", parts[1]
@@ -788,6 +810,6 @@ def openapi_v3_reply(
     if hash_param:
         headers["Cache-Control"] = "public, immutable"
         headers["Expires"] = email.utils.format_datetime(now + timedelta(days=365), usegmt=True)
-    if _matches(if_none_match, rendered.etag):
+    if matches_etag(if_none_match, rendered.etag):
         return Reply(304, headers)
     return Reply(200, headers, rendered.body)

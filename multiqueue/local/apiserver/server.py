@@ -24,7 +24,7 @@ from aiohttp import web
 from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import decoding, discovery, openapi, protobuf, reviews, tables
+from multiqueue.local.apiserver import decoding, discovery, openapi, openapi_v2, protobuf, reviews, tables
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
@@ -194,6 +194,8 @@ class ApiServer:
             return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
         if path in ("/api", "/apis"):
             return self._discovery_root(request, path == "/api")
+        if path == "/openapi/v2":
+            return await self._openapi_v2(request)
         if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
             return await self._openapi(request, path.removeprefix("/openapi/v3"))
         parts = [p for p in path.split("/") if p]
@@ -236,6 +238,15 @@ class ApiServer:
         )
         if reply is None:
             raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return web.Response(status=reply.status, headers=reply.headers, body=reply.body or None)
+
+    async def _openapi_v2(self, request: web.Request) -> web.Response:
+        reply = await asyncio.to_thread(
+            openapi_v2.openapi_v2_reply,
+            list(self.registry),
+            request.headers.get("Accept", ""),
+            request.headers.get("If-None-Match"),
+        )
         return web.Response(status=reply.status, headers=reply.headers, body=reply.body or None)
 
     def _resolve(self, parts: list[str]) -> Target | None:
