@@ -323,7 +323,7 @@ class ApiServer:
                 await _body(request),
                 sub,
                 dry_run,
-                _manager(request, ""),
+                _manager(request, "PatchOptions"),
             )
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
@@ -596,7 +596,7 @@ def _manager(request: web.Request, options_kind: str) -> str:
     product name."""
     field_manager = request.query.get("fieldManager", "")
     problems = managedfields.manager_problems(field_manager)
-    if problems and options_kind:
+    if problems:
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", problems))
     return field_manager or managedfields.manager_from_user_agent(request.headers.get("User-Agent", ""))
 

@@ -286,6 +286,15 @@ class CustomResourceStrategy(Strategy):
     def reset_fields(self, subresource: str) -> tuple[str, ...]:
         return ("metadata", "spec") if subresource == "status" else super().reset_fields(subresource)
 
+    def prepare_status_update(self, new: Obj, old: Obj) -> None:
+        # The status endpoint of a custom resource writes its status only: the metadata stays as stored too, but
+        # for the record of who wrote it.
+        super().prepare_status_update(new, old)
+        managed = metadata(new).get("managedFields")
+        new["metadata"] = copy.deepcopy(as_dict(old.get("metadata")))
+        if managed is not None:
+            new["metadata"]["managedFields"] = managed
+
 
 class PriorityClassStrategy(Strategy):
     def prepare_create(self, obj: Obj, now: datetime) -> None:
