@@ -111,3 +111,16 @@ async def test_every_write_records_its_manager(http: aiohttp.ClientSession) -> N
     assert code == 200 and sorted(_managers(body)) == [("editor", "Update"), ("tester", "Update")]
     code, body = await _call(http, "PATCH", f"{path}&force=true", data="{}", headers=merge)
     assert code == 422 and body["details"]["causes"][0]["field"] == "force"
+
+
+async def test_field_validation_on_apply(http: aiohttp.ClientSession) -> None:
+    repeated = MANIFEST.replace("  greeting: hello\n", "  greeting: hello\n  greeting: again\n")
+    path = f"{CONFIGMAPS}/applied?fieldManager=me&fieldValidation="
+    code, body = await _call(http, "PATCH", path + "Strict", data=repeated, headers=APPLY)
+    assert (code, body["reason"]) == (400, "BadRequest")
+    async with http.patch(path + "Warn", data=repeated, headers=APPLY) as response:
+        assert response.status == 201
+        assert response.headers.getall("Warning") == ['299 - "line 8: key \\"greeting\\" already set in map"']
+        assert (await response.json())["data"] == {"greeting": "again"}
+    code, body = await _call(http, "PATCH", path + "Sometimes", data=repeated, headers=APPLY)
+    assert (code, body["details"]["causes"][0]["field"]) == (422, "fieldValidation")

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-import yaml
-
 from multiqueue.api import apply as smd
 from multiqueue.api import errors, managedfields, patches, schemas, selectors
 from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
@@ -303,14 +301,13 @@ class Rest:
         rtype: ResourceType,
         namespace: str,
         name: str,
-        body: Any,
+        config: Obj,
         subresource: str,
         dry_run: bool,
         manager: str,
         force: bool,
     ) -> tuple[Obj, bool]:
-        """Server-side apply of ``body`` (YAML or JSON) as ``manager``; the object, and whether it was created."""
-        config = _apply_config(body)
+        """Server-side apply of ``config`` as ``manager``; the object, and whether it was created."""
         current = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
         if current is None and subresource:
             raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
@@ -634,38 +631,6 @@ def _only_times_moved(new: Obj, old: Obj) -> bool:
     if managedfields.without_times(entries) != managedfields.without_times(old_entries):
         return False
     return managedfields.without_managed_fields(new) == managedfields.without_managed_fields(old)
-
-
-class _ApplyLoader(yaml.SafeLoader):
-    """YAML as upstream reads an apply body: timestamps stay strings."""
-
-
-_ApplyLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _apply_config(body: Any) -> Obj:
-    """The configuration an apply request carries: a YAML (or JSON) object."""
-    if isinstance(body, str):
-        try:
-            body = yaml.load(body, Loader=_ApplyLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise _error(400, "BadRequest", f"error encoding patch: yaml: {where}{problem}") from exc
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        kind = "array" if isinstance(body, list) else "string" if isinstance(body, str) else "number"
-        raise _error(
-            400,
-            "BadRequest",
-            f"error decoding patch: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}",
-        )
-    return body
 
 
 def _spec_changed(new: Obj, old: Obj) -> bool:

@@ -309,12 +309,14 @@ class ApiServer:
             )
             if problems:
                 raise ApiError(errors.invalid_status("PatchOptions", "meta.k8s.io", "", problems))
+            decoding.check_directive(query.get("fieldValidation", ""), "PatchOptions")
             if is_apply:
+                config, warned = decoding.decode_apply(await _body(request), query.get("fieldValidation", ""))
                 force = _truthy(query.get("force"))
                 applied, made = await rest.apply(
-                    rtype, namespace, name, await _body(request), sub, dry_run, query["fieldManager"], force
+                    rtype, namespace, name, config, sub, dry_run, query["fieldManager"], force
                 )
-                return self._respond_object(request, rtype, applied, 201 if made else 200)
+                return _warning(self._respond_object(request, rtype, applied, 201 if made else 200), warned)
             patched = await rest.patch(
                 rtype,
                 namespace,
