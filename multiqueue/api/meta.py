@@ -165,6 +165,19 @@ def validate_object_meta_update(new: Any, old: Any, path: str = "metadata") -> l
 # --- Small accessors ----------------------------------------------------------------------------------------
 
 
+# ObjectMeta fields Go leaves out when empty (omitempty): written empty, they read back absent.
+_OMITTED_WHEN_EMPTY: Final = ("labels", "annotations", "ownerReferences", "finalizers", "managedFields")
+
+
+def drop_empty_metadata(obj: Obj) -> None:
+    """Remove the metadata maps and lists a write left empty, as the object reads back from upstream."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for field in _OMITTED_WHEN_EMPTY:
+            if field in meta and meta[field] in (None, {}, []):
+                del meta[field]
+
+
 def as_dict(value: Any) -> Obj:
     """``value`` if it is a dict, else an empty one: malformed input never raises in ``api/``."""
     return value if isinstance(value, dict) else {}

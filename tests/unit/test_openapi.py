@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.local.apiserver.openapi import (
     crd_definition_name,
     definition_name,
@@ -225,49 +224,60 @@ def test_scalar_definitions(name: str, schema: Obj) -> None:
     assert f"{META}.MicroTime" not in schemas(BATCH), "only referenced scalars are included"
 
 
+def _keyed(keys: list[str], merge_key: str) -> dict[str, Any]:
+    return {
+        "x-kubernetes-list-map-keys": keys,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-patch-merge-key": merge_key,
+        "x-kubernetes-patch-strategy": "merge",
+    }
+
+
 @pytest.mark.parametrize(
-    ("doc", "definition", "field", "kind", "path"),
+    ("doc", "definition", "field", "expected"),
     [
-        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "containers", ("batch", "Job"),
-                     "spec.template.spec.containers", id="containers"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", ("batch", "Job"),
-                     "spec.template.spec.volumes", id="volumes"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "env", ("batch", "Job"),
-                     "spec.template.spec.containers[].env", id="env"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "ports", ("batch", "Job"),
-                     "spec.template.spec.containers[].ports", id="ports"),
-        pytest.param(BATCH, "io.k8s.api.batch.v1.JobStatus", "conditions", ("batch", "Job"),
-                     "status.conditions", id="job-conditions"),
-        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", ("batch", "CronJob"),
-                     "status.active", id="cronjob-active"),
-        pytest.param(BATCH, f"{META}.ObjectMeta", "ownerReferences", ("batch", "Job"),
-                     "metadata.ownerReferences", id="owner-references"),
-        pytest.param(BATCH, f"{META}.ObjectMeta", "finalizers", ("batch", "Job"),
-                     "metadata.finalizers", id="finalizers"),
-        pytest.param(CORE, "io.k8s.api.core.v1.NodeStatus", "addresses", ("", "Node"),
-                     "status.addresses", id="node-addresses"),
-        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "podIPs", ("", "Pod"), "status.podIPs", id="pod-ips"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", ("batch", "Job"),
-                     "spec.template.spec.tolerations", id="tolerations"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", ("batch", "Job"),
-                     "spec.template.spec.containers[].args", id="args"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "containers", _keyed(["name"], "name"), id="containers"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", _keyed(["name"], "name"), id="volumes"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "env", _keyed(["name"], "name"), id="env"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "ports", _keyed(["containerPort", "protocol"],
+                     "containerPort"), id="ports-keyed-by-port-and-protocol"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobStatus", "conditions",
+                     {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "type",
+                      "x-kubernetes-patch-strategy": "merge"}, id="job-conditions-atomic-for-apply"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", {}, id="cronjob-active"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "ownerReferences", _keyed(["uid"], "uid"), id="owner-references"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "finalizers",
+                     {"x-kubernetes-patch-strategy": "merge", "x-kubernetes-list-type": "set"}, id="finalizers"),
+        pytest.param(CORE, "io.k8s.api.core.v1.NodeStatus", "addresses", _keyed(["type"], "type"),
+                     id="node-addresses"),
+        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "podIPs", _keyed(["ip"], "ip"), id="pod-ips"),
+        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "hostIPs",
+                     {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "ip",
+                      "x-kubernetes-patch-strategy": "merge"}, id="host-ips-atomic-for-apply"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {}, id="tolerations"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", {}, id="args"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.UncountedTerminatedPods", "succeeded",
+                     {"x-kubernetes-list-type": "set"}, id="uncounted-set"),
     ],
 )  # fmt: skip
-def test_merge_keys_publish_the_strategic_merge_table(
-    doc: Obj, definition: str, field: str, kind: tuple[str, str], path: str
+def test_lists_publish_their_merge_keys_and_list_types(
+    doc: Obj, definition: str, field: str, expected: dict[str, Any]
 ) -> None:
+    """Strategic merge keys (the table kubectl's client-side apply uses) and the list types server-side apply
+    uses, as upstream publishes them; lists that are replaced whole carry nothing."""
     found = schemas(doc)[definition]["properties"][field]
-    annotations = {k: v for k, v in found.items() if k.startswith("x-kubernetes-")}
-    strategy = list_strategy(*kind, path)
-    if strategy is None:
-        assert annotations == {}
-    elif strategy == PRIMITIVE_SET:
-        assert annotations == {"x-kubernetes-patch-strategy": "merge", "x-kubernetes-list-type": "set"}
-    else:
-        assert annotations == {
-            "x-kubernetes-patch-strategy": "merge",
-            "x-kubernetes-patch-merge-key": strategy,
-        }
+    assert {k: v for k, v in found.items() if k.startswith("x-kubernetes-")} == expected
+
+
+def test_atomic_structs_and_list_key_defaults_are_published() -> None:
+    batch = schemas(BATCH)
+    assert batch[f"{META}.LabelSelector"]["x-kubernetes-map-type"] == "atomic"
+    assert (
+        batch["io.k8s.api.core.v1.PodSpec"]["properties"]["nodeSelector"]["x-kubernetes-map-type"] == "atomic"
+    )
+    assert batch["io.k8s.api.core.v1.ContainerPort"]["properties"]["protocol"]["default"] == "TCP"
+    assert batch["io.k8s.api.core.v1.EnvVar"]["properties"]["name"]["default"] == ""
+    assert "x-kubernetes-map-type" not in batch["io.k8s.api.core.v1.PodSpec"]
 
 
 def test_merge_keys_kubectl_apply_relies_on() -> None:

@@ -107,7 +107,7 @@ class CrdController:
         # Serve the kind before the write that says Established: reads see a write as soon as it is applied,
         # before its commit event, so serving on the event alone would leave a moment of 404s.
         self.registry.apply_crd(updated)
-        await self.rest.update(rtype, "", name, updated, subresource="status")
+        await self.rest.update(rtype, "", name, updated, subresource="status", manager="kube-apiserver")
 
 
 def _as_event(obj: dict[str, Any]) -> Event:

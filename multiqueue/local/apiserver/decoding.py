@@ -13,6 +13,7 @@ import re
 from typing import Any, Final
 
 import kubernetes.client.models as models
+import yaml
 
 from multiqueue.api import errors
 from multiqueue.api.types import Obj
@@ -101,3 +102,66 @@ def warning(text: str) -> str:
     """One ``Warning`` header value (RFC 7234 code 299), quoted as Go's net/http writes it."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'299 - "{escaped}"'
+
+
+# --- server-side apply --------------------------------------------------------------------------------------
+
+
+class _ApplyLoader(yaml.SafeLoader):
+    """YAML as upstream reads an apply body: timestamps stay strings, and repeated keys are noted (the last wins)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[str] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    line = key_node.start_mark.line + 1
+                    self.repeated.append(f'line {line}: key "{key_node.value}" already set in map')
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
+_ApplyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:
+    """The configuration an apply request carries (a YAML or JSON object), and the Warning headers to answer with.
+
+    Strict refuses a body that repeats a key (400), Warn warns about each; anything else it does not decode is a
+    400 with upstream's words.
+    """
+    repeated: list[str] = []
+    if isinstance(body, str):
+        loader = _ApplyLoader(body)
+        try:
+            body = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ApiError(
+                errors.bad_request_status(f"error encoding patch: yaml: {where}{problem}")
+            ) from exc
+        finally:
+            loader.dispose()
+        repeated = loader.repeated
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        kind = "array" if isinstance(body, list) else "string" if isinstance(body, str) else "number"
+        message = f"error decoding patch: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+        raise ApiError(errors.bad_request_status(message))
+    if repeated and directive == STRICT:
+        details = "\n".join(f"  {r}" for r in repeated)
+        message = (
+            f"error strict decoding patch: error converting YAML to JSON: yaml: unmarshal errors:\n{details}"
+        )
+        raise ApiError(errors.bad_request_status(message))
+    return body, [warning(r) for r in repeated] if directive == WARN else []

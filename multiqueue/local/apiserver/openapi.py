@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import kubernetes.client.models as models
 
+from multiqueue.api import schemas as structure
 from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import CREATE_ONLY, ResourceType
@@ -369,6 +370,45 @@ def _annotate_lists(schemas: Obj, rtype: ResourceType, node: Obj, path: str, see
             _annotate_lists(schemas, rtype, prop["items"], f"{child}[]", seen)
 
 
+def _annotate_structure(schemas: Obj) -> None:
+    """Publish what server-side apply reads beyond the strategic-merge annotations, as upstream does: each merging
+    list's type and keys (and their defaults), atomic structs and maps."""
+    for name, definition in schemas.items():
+        if name in structure.ATOMIC_TYPES:
+            definition["x-kubernetes-map-type"] = "atomic"
+        for field, prop in (definition.get("properties") or {}).items():
+            if not isinstance(prop, dict):
+                continue
+            if (name, field) in structure.ATOMIC_FIELDS:
+                prop["x-kubernetes-map-type"] = "atomic"
+            if prop.get("type") != "array":
+                continue
+            list_type, keys = structure.LIST_TYPES.get((name, field), (None, ()))
+            merge_key = prop.get("x-kubernetes-patch-merge-key")
+            if list_type is None and isinstance(merge_key, str):
+                list_type, keys = "map", (merge_key,)
+            if list_type is None:
+                continue
+            prop["x-kubernetes-list-type"] = list_type
+            if keys:
+                prop["x-kubernetes-list-map-keys"] = list(keys)
+                _default_keys(schemas, prop, keys)
+
+
+def _default_keys(schemas: Obj, prop: Obj, keys: tuple[str, ...]) -> None:
+    """A list item without a key field is keyed by the field's default: its zero value unless upstream says."""
+    item_ref = _target(schemas, prop.get("items") or {})
+    item_name = next((n for n, d in schemas.items() if d is item_ref), "")
+    for key in keys:
+        field = (item_ref.get("properties") or {}).get(key)
+        if not isinstance(field, dict) or "default" in field:
+            continue
+        zero = {"string": "", "integer": 0}.get(str(field.get("type")))
+        default = structure.KEY_DEFAULTS.get((item_name, key), zero)
+        if default is not None:
+            field["default"] = default
+
+
 def _merge_annotations(old: Any, new: Any) -> Any:
     """Two renderings of a shared definition: the same schema, each annotated along its own kind's paths."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -390,6 +430,7 @@ def _builtin_definitions(rtype: ResourceType, model: str, schemas: Obj) -> tuple
     name = definition_name(model)
     kind_schemas = json.loads(_model_definitions(model))
     _annotate_lists(kind_schemas, rtype, kind_schemas[name], "", frozenset())
+    _annotate_structure(kind_schemas)
     kind_schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
     _add(schemas, kind_schemas)
     list_model = f"{model}List"
@@ -446,6 +487,20 @@ def _definitions_for(rtype: ResourceType, schemas: Obj) -> tuple[str, str]:
     if rtype.schema is None and rtype.model is not None and _has_model(rtype.model):
         return _builtin_definitions(rtype, rtype.model, schemas)
     return _custom_definitions(rtype, schemas)
+
+
+@functools.lru_cache(maxsize=64)
+def _structure(signature: tuple[ResourceType, str]) -> structure.Node:
+    schemas: Obj = {}
+    name, _ = _definitions_for(signature[0], schemas)
+    for scalar, definition in _SCALAR_DEFINITIONS.items():
+        schemas.setdefault(scalar, definition)
+    return structure.Schema(schemas).root(name)
+
+
+def kind_structure(rtype: ResourceType) -> structure.Node:
+    """The kind's schema as server-side apply reads it: built from the definitions this server publishes."""
+    return _structure(signature([rtype])[0])
 
 
 # --- paths --------------------------------------------------------------------------------------------------

@@ -88,5 +88,10 @@ class NamespacePublisher:
             (rtype,) = self.registry.by_key(resource)
             # Refused (it was made meanwhile, or the namespace started going): the next event says what to do.
             with contextlib.suppress(ApiError):
-                await self.rest.create(rtype, namespace, {**body, "metadata": dict(metadata(body))})
+                await self.rest.create(
+                    rtype,
+                    namespace,
+                    {**body, "metadata": dict(metadata(body))},
+                    manager="kube-controller-manager",
+                )
         return None

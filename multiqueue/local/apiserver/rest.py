@@ -17,9 +17,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from multiqueue.api import errors, patches, selectors
-from multiqueue.api.meta import as_dict, as_list, format_time, metadata
+from multiqueue.api import apply as smd
+from multiqueue.api import errors, managedfields, patches, schemas, selectors
+from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.openapi import kind_structure
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.store import Store
@@ -30,6 +32,9 @@ FOREGROUND_FINALIZER: Final = "foregroundDeletion"
 NAMESPACE_FINALIZER: Final = "kubernetes"
 MODIFIED_MESSAGE: Final = (
     "the object has been modified; please apply your changes to the latest version and try again"
+)
+NAMESPACE_MISMATCH: Final = (
+    "the namespace of the provided object does not match the namespace sent on the request"
 )
 INVALID_REQUEST: Final = "the server rejected our request due to an error in our request"
 # Kinds whose delete answers with the object, as upstream's storage for them is set up to; the rest a Status.
@@ -152,8 +157,15 @@ class Rest:
 
     # --- create ----------------------------------------------------------------------------------------------
 
-    async def create(self, rtype: ResourceType, namespace: str, body: Any, dry_run: bool = False) -> Obj:
-        obj = self._decode_body(rtype, body)
+    async def create(
+        self, rtype: ResourceType, namespace: str, body: Any, dry_run: bool = False, manager: str = ""
+    ) -> Obj:
+        return await self._create(rtype, namespace, self._decode_body(rtype, body), dry_run, manager)
+
+    async def _create(
+        self, rtype: ResourceType, namespace: str, obj: Obj, dry_run: bool, manager: str | None
+    ) -> Obj:
+        """``manager`` None: the object's managedFields are already decided (a server-side apply made it)."""
         meta = as_dict(obj.setdefault("metadata", {}))
         if not isinstance(obj["metadata"], dict):
             raise _error(400, "BadRequest", "metadata must be an object")
@@ -165,7 +177,6 @@ class Rest:
             "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
-            "managedFields",
         ):
             meta.pop(system_field, None)
         meta["uid"] = str(uuid.uuid4())
@@ -174,9 +185,12 @@ class Rest:
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
+        if manager is not None:
+            self._record_update(rtype, obj, schemas.zero_object(rtype.group, rtype.kind), manager, "")
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
+        drop_empty_metadata(obj)
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
             return obj  # never stored: no resourceVersion, as upstream answers
@@ -196,11 +210,7 @@ class Rest:
             return
         given = meta.get("namespace")
         if given and given != namespace:
-            raise _error(
-                400,
-                "BadRequest",
-                "the namespace of the provided object does not match the namespace sent on the request",
-            )
+            raise _error(400, "BadRequest", NAMESPACE_MISMATCH)
         meta["namespace"] = namespace
 
     def _check_creatable_in(self, rtype: ResourceType, namespace: str, name: str) -> None:
@@ -229,6 +239,7 @@ class Rest:
         body: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
@@ -242,7 +253,7 @@ class Rest:
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
-        return await self._write_update(rtype, new, old, subresource, dry_run)
+        return await self._write_update(rtype, new, old, subresource, dry_run, manager)
 
     async def patch(
         self,
@@ -253,6 +264,7 @@ class Rest:
         body: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         old = self._current(rtype, namespace, name)
         base = old  # every patch function returns a new object and leaves its input alone
@@ -270,13 +282,6 @@ class Rest:
                         f"{JSON_PATCH}, {MERGE_PATCH}",
                     )
                 new = patches.apply_strategic_merge_patch(base, body, rtype.group, rtype.kind)
-            elif content_type == APPLY_PATCH:
-                raise _error(
-                    415,
-                    "UnsupportedMediaType",
-                    "server-side apply (application/apply-patch+yaml) is not supported by this server; "
-                    "use client-side `kubectl apply` (the default) or a merge patch",
-                )
             else:
                 raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         except patches.PatchError as exc:
@@ -289,7 +294,87 @@ class Rest:
         patched_rv = metadata(new).get("resourceVersion")
         if patched_rv and patched_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
-        return await self._write_update(rtype, new, old, subresource, dry_run)
+        return await self._write_update(rtype, new, old, subresource, dry_run, manager)
+
+    async def apply(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        config: Obj,
+        subresource: str,
+        dry_run: bool,
+        manager: str,
+        force: bool,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply of ``config`` as ``manager``; the object, and whether it was created."""
+        current = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        if current is None and subresource:
+            raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
+        zero = {
+            "apiVersion": rtype.api_version,
+            "kind": rtype.kind,
+            **schemas.zero_object(rtype.group, rtype.kind),
+        }
+        live = current if current is not None else zero
+        try:
+            applied = managedfields.on_apply(
+                live, config, manager, force, self._context(rtype, subresource), zero
+            )
+        except smd.Conflicts as exc:
+            raise ApiError(managedfields.conflict_status(exc.conflicts)) from exc
+        except managedfields.ApplyError as exc:
+            if exc.code == 400:
+                raise ApiError(errors.bad_request_status(str(exc))) from exc
+            # Upstream answers these as errors of its own, with no reason.
+            status = errors.status(exc.code, "", str(exc))
+            del status["reason"]
+            raise ApiError(status) from exc
+        new = applied.obj if applied.obj is not None else managedfields.without_managed_fields(live)
+        meta = as_dict(new.setdefault("metadata", {}))
+        if applied.managed_fields is None:
+            meta.pop("managedFields", None)
+        else:
+            meta["managedFields"] = applied.managed_fields
+        if current is None and meta.get("uid"):
+            why = f"uid mismatch: the provided object specified uid {meta['uid']}, and no existing object was found"
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, why))
+        if rtype.namespaced and meta.get("namespace") not in (None, "", namespace):
+            raise _error(400, "BadRequest", NAMESPACE_MISMATCH)
+        if not meta.get("name"):
+            message = (
+                f"the name of the object ({name} based on URL) was undeterminable: name must be provided"
+            )
+            raise _error(400, "BadRequest", message)
+        if meta["name"] != name:
+            message = f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            raise _error(400, "BadRequest", message)
+        if current is None:
+            return await self._create(rtype, namespace, new, dry_run, None), True
+        given_rv = meta.get("resourceVersion")
+        if given_rv and given_rv != metadata(current).get("resourceVersion"):
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
+        return await self._write_update(rtype, new, current, subresource, dry_run, None), False
+
+    def _context(self, rtype: ResourceType, subresource: str) -> managedfields.Context:
+        reset = self.registry.strategy(rtype).reset_fields(subresource)
+        return managedfields.Context(
+            kind_structure(rtype),
+            rtype.api_version,
+            rtype.kind,
+            subresource,
+            format_time(self.clock()),
+            managedfields.reset_fields(reset),
+        )
+
+    def _record_update(self, rtype: ResourceType, new: Obj, old: Obj, manager: str, subresource: str) -> None:
+        """Record ``manager``'s write in ``new``'s managedFields (or drop them: an untracked object stays so)."""
+        entries = managedfields.on_update(old, new, manager, self._context(rtype, subresource))
+        meta = as_dict(new.setdefault("metadata", {}))
+        if entries is None:
+            meta.pop("managedFields", None)
+        else:
+            meta["managedFields"] = entries
 
     def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
@@ -298,8 +383,9 @@ class Rest:
         return obj
 
     async def _write_update(
-        self, rtype: ResourceType, new: Obj, old: Obj, subresource: str, dry_run: bool
+        self, rtype: ResourceType, new: Obj, old: Obj, subresource: str, dry_run: bool, manager: str | None
     ) -> Obj:
+        """``manager`` None: ``new``'s managedFields are already decided (a server-side apply)."""
         strategy = self.registry.strategy(rtype)
         new["apiVersion"] = old.get("apiVersion", rtype.api_version)
         new["kind"] = rtype.kind
@@ -321,6 +407,8 @@ class Rest:
             meta.pop("namespace", None)
         meta["name"] = old_meta.get("name")
         strategy.default(new)
+        if manager is not None:
+            self._record_update(rtype, new, old, manager, subresource)
         if subresource == "status":
             strategy.prepare_status_update(new, old)
             problems = strategy.validate_status_update(new, old)
@@ -329,6 +417,7 @@ class Rest:
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
         strategy.canonicalize(new)
+        drop_empty_metadata(new)
         if self._finalizers_added_while_deleting(new, old):
             raise _error(
                 422,
@@ -339,6 +428,8 @@ class Rest:
         if strategy.tracks_generation and _spec_changed(new, old):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if _only_times_moved(new, old):
+            meta["managedFields"] = old_meta["managedFields"]
         if new == old or dry_run:
             return self._present(rtype, new if dry_run else old)
         if _ready_to_go(rtype, new):
@@ -530,6 +621,16 @@ def _ready_to_go(rtype: ResourceType, obj: Obj) -> bool:
 
 def _namespace_finalizers(rtype: ResourceType, obj: Obj) -> list[Any]:
     return as_list(as_dict(obj.get("spec")).get("finalizers")) if rtype.key == "namespaces" else []
+
+
+def _only_times_moved(new: Obj, old: Obj) -> bool:
+    """A write that changes nothing but the times of managedFields entries changes nothing, as upstream holds."""
+    entries, old_entries = metadata(new).get("managedFields"), metadata(old).get("managedFields")
+    if not entries or entries == old_entries:
+        return False
+    if managedfields.without_times(entries) != managedfields.without_times(old_entries):
+        return False
+    return managedfields.without_managed_fields(new) == managedfields.without_managed_fields(old)
 
 
 def _spec_changed(new: Obj, old: Obj) -> bool:

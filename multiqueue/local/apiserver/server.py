@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors
+from multiqueue.api import errors, managedfields
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import decoding, discovery, openapi, openapi_v2, protobuf, reviews, tables
@@ -29,7 +29,7 @@ from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.rest import ApiError, Rest
+from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest
 from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class ApiServer:
         assert namespaces is not None
         for name in INITIAL_NAMESPACES:
             if self.store.get("namespaces", "", name) is None:
-                await self.rest.create(namespaces, "", {"metadata": {"name": name}})
+                await self.rest.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
@@ -303,16 +303,40 @@ class ApiServer:
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
             body, warned = await _object_body(request, rtype, "CreateOptions")
-            created = await rest.create(rtype, namespace, body, dry_run)
+            created = await rest.create(rtype, namespace, body, dry_run, _manager(request, "CreateOptions"))
             return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
             body, warned = await _object_body(request, rtype, "UpdateOptions")
-            updated = await rest.update(rtype, namespace, name, body, sub, dry_run)
+            manager = _manager(request, "UpdateOptions")
+            updated = await rest.update(rtype, namespace, name, body, sub, dry_run, manager)
             return _warning(self._respond_object(request, rtype, updated), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            is_apply = content_type == APPLY_PATCH
+            problems = managedfields.patch_option_problems(
+                query.get("fieldManager", ""), "force" in query, is_apply
+            )
+            if problems:
+                raise ApiError(errors.invalid_status("PatchOptions", "meta.k8s.io", "", problems))
+            decoding.check_directive(query.get("fieldValidation", ""), "PatchOptions")
+            if is_apply:
+                config, warned = decoding.decode_apply(
+                    await _patch_body(request), query.get("fieldValidation", "")
+                )
+                force = _truthy(query.get("force"))
+                applied, made = await rest.apply(
+                    rtype, namespace, name, config, sub, dry_run, query["fieldManager"], force
+                )
+                return _warning(self._respond_object(request, rtype, applied, 201 if made else 200), warned)
             patched = await rest.patch(
-                rtype, namespace, name, content_type, await _patch_body(request), sub, dry_run
+                rtype,
+                namespace,
+                name,
+                content_type,
+                await _patch_body(request),
+                sub,
+                dry_run,
+                _manager(request, "PatchOptions"),
             )
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
@@ -578,6 +602,16 @@ def _method_not_allowed() -> ApiError:
         405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
     )
     return ApiError({**not_allowed, "details": {}})
+
+
+def _manager(request: web.Request, options_kind: str) -> str:
+    """Who is writing: the ``fieldManager`` asked for (checked as upstream checks it), else the User-Agent's
+    product name."""
+    field_manager = request.query.get("fieldManager", "")
+    problems = managedfields.manager_problems(field_manager)
+    if problems:
+        raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", problems))
+    return field_manager or managedfields.manager_from_user_agent(request.headers.get("User-Agent", ""))
 
 
 def _truthy(value: str | None) -> bool:

@@ -68,6 +68,12 @@ class Strategy:
         """After validation, before storing: the object as Go would encode what it decoded (validation saw it as
         written, later writes are judged against what is stored)."""
 
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        """The fields writes to this endpoint cannot set (upstream's GetResetFields): nobody comes to own them."""
+        if subresource == "status":
+            return ("spec",)
+        return ("status",) if self.has_status else ()
+
 
 def _copy_field(new: Obj, old: Obj, key: str) -> None:
     if key in old:
@@ -82,6 +88,10 @@ class JobStrategy(Strategy):
     # batch/v1 Jobs orphan their pods unless told otherwise, for compatibility with old clients; kubectl asks
     # for Background explicitly.
     default_propagation = ORPHAN
+
+    def default(self, obj: Obj) -> None:
+        if isinstance(obj.get("spec"), dict):
+            obj["spec"] = jobs.default_job_spec(obj["spec"])
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
@@ -134,7 +144,7 @@ class PodStrategy(Strategy):
     tracks_generation = True
 
     def default(self, obj: Obj) -> None:
-        obj["spec"] = pods.default_pod_spec(as_dict(obj.get("spec")))
+        obj["spec"] = pods.default_pod(as_dict(obj.get("spec")))
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
@@ -149,6 +159,11 @@ class PodStrategy(Strategy):
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = super().validate_update(new, old)
         return errs + pods.validate_pod_spec_update(new.get("spec"), old.get("spec"), "spec")
+
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        if subresource == "status":
+            return ("spec", "metadata.deletionTimestamp", "metadata.ownerReferences")
+        return super().reset_fields(subresource)
 
     def grace_period_seconds(self, obj: Obj, requested: int | None) -> int:
         spec = as_dict(obj.get("spec"))
@@ -165,14 +180,18 @@ class PodStrategy(Strategy):
 class NamespaceStrategy(Strategy):
     has_status = True
 
+    def default(self, obj: Obj) -> None:
+        name = metadata(obj).get("name")
+        if name:
+            labels = as_dict(metadata(obj).setdefault("labels", {}))
+            labels["kubernetes.io/metadata.name"] = str(name)
+
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
         spec = as_dict(obj.setdefault("spec", {}))
         if "kubernetes" not in as_list(spec.get("finalizers")):
             spec["finalizers"] = [*as_list(spec.get("finalizers")), "kubernetes"]
         obj["status"] = {"phase": "Active"}
-        labels = as_dict(metadata(obj).setdefault("labels", {}))
-        labels["kubernetes.io/metadata.name"] = str(metadata(obj).get("name", ""))
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         name = metadata(obj).get("name")
@@ -187,13 +206,11 @@ class NodeStrategy(Strategy):
 
 
 class SecretStrategy(Strategy):
-    def prepare_create(self, obj: Obj, now: datetime) -> None:
-        obj.setdefault("type", "Opaque")
+    def default(self, obj: Obj) -> None:
+        # Decoding folds stringData into data and defaults the type, on every write.
+        if not obj.get("type"):
+            obj["type"] = "Opaque"
         _fold_string_data(obj)
-
-    def prepare_update(self, new: Obj, old: Obj) -> None:
-        super().prepare_update(new, old)
-        _fold_string_data(new)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = super().validate_update(new, old)
@@ -265,6 +282,18 @@ class CustomResourceStrategy(Strategy):
         super().__init__(namespaced)
         self.has_status = has_status
         self.tracks_generation = True
+
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        return ("metadata", "spec") if subresource == "status" else super().reset_fields(subresource)
+
+    def prepare_status_update(self, new: Obj, old: Obj) -> None:
+        # The status endpoint of a custom resource writes its status only: the metadata stays as stored too, but
+        # for the record of who wrote it.
+        super().prepare_status_update(new, old)
+        managed = metadata(new).get("managedFields")
+        new["metadata"] = copy.deepcopy(as_dict(old.get("metadata")))
+        if managed is not None:
+            new["metadata"]["managedFields"] = managed
 
 
 class PriorityClassStrategy(Strategy):
