@@ -24,6 +24,7 @@ from multiqueue.api.selectors import (
     parse_field_selector,
     parse_label_selector,
     requirement,
+    unsupported_field_message,
     unsupported_fields,
 )
 
@@ -463,6 +464,26 @@ def test_fields_of_a_pod() -> None:
 )
 def test_unsupported_fields(group: str, kind: str, text: str, unsupported: list[str]) -> None:
     assert unsupported_fields(group, kind, parse_field_selector(text)) == unsupported
+
+
+@pytest.mark.parametrize(
+    ("group", "kind", "custom", "message"),
+    [
+        pytest.param("", "Pod", False, "field label not supported: x.y", id="pod-own-conversion"),
+        pytest.param("", "Service", False, "field label not supported: x.y", id="service-own-conversion"),
+        pytest.param("batch", "Job", False, 'field label "x.y" not supported for Job', id="job"),
+        pytest.param(
+            "",
+            "ConfigMap",
+            False,
+            '"x.y" is not a known field selector: only "metadata.name", "metadata.namespace"',
+            id="generic",
+        ),
+        pytest.param("example.com", "Widget", True, "field label not supported: x.y", id="custom-resource"),
+    ],
+)
+def test_unsupported_field_message(group: str, kind: str, custom: bool, message: str) -> None:
+    assert unsupported_field_message(group, kind, "x.y", custom) == message
 
 
 def test_everything_field_selector() -> None:

@@ -19,6 +19,8 @@ from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 
+# What a create or update body may be written in, as kube-apiserver lists it when refusing another.
+BODY_MEDIA_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
 STRICT: Final = "Strict"
 WARN: Final = "Warn"
 IGNORE: Final = "Ignore"
@@ -62,6 +64,17 @@ def _drop_in(kind: str, value: Any, path: str) -> list[str]:
         entries = value.items() if isinstance(value, dict) else []
         return [d for k, item in entries for d in _drop_in(mapped["value"], item, f"{path}[{k}]")]
     return drop_unknown(kind, value, path)
+
+
+def check_media_type(content_type: str) -> None:
+    """Raise upstream's 415 for a create or update body in a media type it does not decode."""
+    media = content_type.split(";")[0].strip().lower()
+    if media and media not in BODY_MEDIA_TYPES:
+        accepted = ", ".join(BODY_MEDIA_TYPES)
+        message = (
+            f"the body of the request was in an unknown format - accepted media types include: {accepted}"
+        )
+        raise ApiError(errors.status(415, "UnsupportedMediaType", message))
 
 
 def decode(rtype: ResourceType, body: Any, directive: str, options_kind: str) -> list[str]:

@@ -7,17 +7,14 @@ their checks; the resourceVersion precondition does the rest.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import json
 import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from multiqueue.api import errors, patches, selectors
+from multiqueue.api import continuation, errors, patches, selectors
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.registry import Registry
@@ -105,8 +102,12 @@ class Rest:
                 continue
             items.append(self._list_item(rtype, obj))
             if limit and len(items) == limit:
-                next_token = _encode_continue(rv, key)
+                next_token = continuation.encode(rv, *key)
         list_meta: Obj = {"resourceVersion": str(rv)}
+        if rtype.schema is not None:
+            list_meta["continue"] = (
+                ""  # custom resources' lists always carry it, as upstream's unstructured lists
+            )
         if remaining:
             list_meta["continue"] = next_token
             if not label_selector and not field_selector:
@@ -128,7 +129,10 @@ class Rest:
             raise _error(400, "BadRequest", str(exc)) from exc
         unsupported = selectors.unsupported_fields(rtype.group, rtype.kind, fields)
         if unsupported:
-            raise _error(400, "BadRequest", f"field label not supported: {unsupported[0]}")
+            message = selectors.unsupported_field_message(
+                rtype.group, rtype.kind, unsupported[0], rtype.schema is not None
+            )
+            raise _error(400, "BadRequest", message)
 
         def matches(obj: Obj) -> bool:
             if not labels.matches(as_dict(metadata(obj).get("labels"))):
@@ -261,14 +265,7 @@ class Rest:
                 new = patches.apply_json_patch(base, body)
             elif content_type == MERGE_PATCH:
                 new = patches.apply_merge_patch(base, body)
-            elif content_type == STRATEGIC_PATCH:
-                if rtype.schema is not None:
-                    raise _error(
-                        415,
-                        "UnsupportedMediaType",
-                        f"the body of the request was in an unknown format - accepted media types include: "
-                        f"{JSON_PATCH}, {MERGE_PATCH}",
-                    )
+            elif content_type == STRATEGIC_PATCH and rtype.schema is None:
                 new = patches.apply_strategic_merge_patch(base, body, rtype.group, rtype.kind)
             elif content_type == APPLY_PATCH:
                 raise _error(
@@ -276,6 +273,14 @@ class Rest:
                     "UnsupportedMediaType",
                     "server-side apply (application/apply-patch+yaml) is not supported by this server; "
                     "use client-side `kubectl apply` (the default) or a merge patch",
+                )
+            elif rtype.schema is not None:
+                # Custom resources have no strategic merge; their handler names the types it takes.
+                raise _error(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}",
                 )
             else:
                 raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
@@ -465,16 +470,28 @@ class Rest:
             raise _error(400, "BadRequest", f"the body must be a {rtype.kind} object")
         # Bodies are freshly decoded request JSON or copies made by in-process callers: ours to change.
         obj = dict(body)
-        api_version = obj.get("apiVersion")
-        kind = obj.get("kind")
-        if api_version and api_version != rtype.api_version:
+        api_version = obj.get("apiVersion") or rtype.api_version
+        kind = obj.get("kind") or rtype.kind
+        if kind != rtype.kind and rtype.schema is not None:
+            name = str(as_dict(obj.get("metadata")).get("name") or "")
+            problem = errors.invalid("kind", kind, f"must be {rtype.kind}")
+            raise ApiError(errors.invalid_status(str(kind), rtype.group, name, [problem]))
+        if not any(t.api_version == api_version and t.kind == kind for t in self.registry):
+            version = str(api_version).rpartition("/")[2]
+            raise _error(
+                400,
+                "BadRequest",
+                f'{kind} in version "{version}" cannot be handled as a {rtype.kind}: no kind "{kind}" is '
+                f'registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:111"',
+            )
+        if api_version != rtype.api_version:
             raise _error(
                 400,
                 "BadRequest",
                 f"the API version in the data ({api_version}) does not match the expected API version "
                 f"({rtype.api_version})",
             )
-        if kind and kind != rtype.kind:
+        if kind != rtype.kind:
             raise _error(
                 400,
                 "BadRequest",
@@ -567,15 +584,9 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _encode_continue(rv: int, key: tuple[str, str]) -> str:
-    raw = json.dumps({"rv": rv, "start": list(key)}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
 def _decode_continue(token: str) -> tuple[str, str]:
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        namespace, name = data["start"]
-        return (str(namespace), str(name))
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise _error(400, "BadRequest", f"continue key is not valid: {exc}") from exc
+        _, namespace, name = continuation.decode(token)
+    except continuation.ContinueError as exc:
+        raise _error(400, "BadRequest", f"invalid continue token: {exc}") from exc
+    return (namespace, name)

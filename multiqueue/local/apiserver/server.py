@@ -202,8 +202,22 @@ class ApiServer:
             return self._resource_list(parts[1], parts[2])
         target = self._resolve(parts)
         if target is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(parts)
         return await self._serve(request, target)
+
+    def _not_found(self, parts: list[str]) -> web.Response:
+        """Under a group version it serves, upstream answers a Status; anywhere else Go's plain-text 404."""
+        group, version = "", ""
+        if parts[0] == "api" and len(parts) > 1:
+            version = parts[1]
+        elif parts[0] == "apis" and len(parts) > 2:
+            group, version = parts[1], parts[2]
+        if version and any(t.group == group and t.version == version for t in self.registry):
+            not_found = errors.status(404, "NotFound", "the server could not find the requested resource")
+            raise ApiError({**not_found, "details": {}})
+        return web.Response(
+            status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8"
+        )
 
     def _discovery_root(self, request: web.Request, legacy: bool) -> web.Response:
         """Legacy or aggregated discovery, as the client's Accept asks."""
@@ -218,7 +232,7 @@ class ApiServer:
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
         if body is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(["apis", group, version] if group else ["api", version])
         return _json(body)
 
     async def _openapi(self, request: web.Request, path: str) -> web.Response:
@@ -266,6 +280,8 @@ class ApiServer:
         query = request.query
         method = request.method
         dry_run = query.get("dryRun") == "All"
+        if method == "PUT" and not name and rtype.schema is not None:
+            raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
         verb = _verb(method, bool(name), _truthy(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
@@ -290,11 +306,13 @@ class ApiServer:
                 return await self._pod_log(request, rest.get(rtype, namespace, name))
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
+            decoding.check_media_type(request.headers.get("Content-Type", ""))
             body = await _body(request)
             warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "CreateOptions")
             created = await rest.create(rtype, namespace, body, dry_run)
             return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
+            decoding.check_media_type(request.headers.get("Content-Type", ""))
             body = await _body(request)
             warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "UpdateOptions")
             updated = await rest.update(rtype, namespace, name, body, sub, dry_run)
