@@ -30,7 +30,7 @@ MODIFIED_MESSAGE: Final = (
 )
 INVALID_REQUEST: Final = "the server rejected our request due to an error in our request"
 # Kinds whose delete answers with the object, as upstream's storage for them is set up to; the rest a Status.
-RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services"})
+RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services", "serviceaccounts"})
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -178,6 +178,7 @@ class Rest:
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
+        self._raise_invalid(rtype, obj, strategy.allocate(obj, None, self._peers(rtype)))
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
@@ -296,6 +297,35 @@ class Rest:
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
         return await self._write_update(rtype, new, old, subresource, dry_run)
 
+    async def replace(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> tuple[Obj, bool]:
+        """A PUT: an update, or a create for kinds that allow it when nothing has the name; whether it created."""
+        key = (namespace if rtype.namespaced else "", name)
+        missing = self.store.get(rtype.key, *key) is None
+        if missing and not subresource and self.registry.strategy(rtype).allow_create_on_update:
+            decoded = self._decode_body(rtype, body)
+            meta = as_dict(decoded.get("metadata"))
+            if meta.get("name") not in (None, name):
+                raise _error(
+                    400,
+                    "BadRequest",
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+                )
+            return await self.create(
+                rtype, namespace, {**decoded, "metadata": {**meta, "name": name}}, dry_run
+            ), True
+        return await self.update(rtype, namespace, name, body, subresource, dry_run), False
+
+    def _peers(self, rtype: ResourceType) -> Callable[[], list[Obj]]:
+        return lambda: self.store.list_objects(rtype.key)
+
     def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
         if obj is None:
@@ -330,6 +360,7 @@ class Rest:
             strategy.prepare_status_update(new, old)
             problems = strategy.validate_status_update(new, old)
         else:
+            self._raise_invalid(rtype, new, strategy.allocate(new, old, self._peers(rtype)))
             strategy.prepare_update(new, old)
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
@@ -376,6 +407,8 @@ class Rest:
         obj = copy.deepcopy(old)
         meta = metadata(obj)
         now = self.clock()
+        if not meta.get("deletionTimestamp") and strategy.mark_deleting(obj, now):
+            return self._present(rtype, obj if dry_run else await self.store.put(rtype.key, obj))
         grace = strategy.grace_period_seconds(obj, _int_or_none(options.get("gracePeriodSeconds")))
         finalizers = list(_finalizers(obj))
         policy = _propagation(options, strategy)
@@ -400,6 +433,8 @@ class Rest:
             current_grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
             if grace >= current_grace and finalizers == list(_finalizers(old)):
                 return self._present(rtype, old)
+        if not already_deleting and isinstance(meta.get("generation"), int) and meta["generation"] > 0:
+            meta["generation"] += 1  # controllers see that deletion began, as upstream bumps it
         meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
         meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
@@ -476,26 +511,26 @@ class Rest:
             name = str(as_dict(obj.get("metadata")).get("name") or "")
             problem = errors.invalid("kind", kind, f"must be {rtype.kind}")
             raise ApiError(errors.invalid_status(str(kind), rtype.group, name, [problem]))
+        version = str(api_version).rpartition("/")[2]
+        cannot = f'{kind} in version "{version}" cannot be handled as a {rtype.kind}'
         if not any(t.api_version == api_version and t.kind == kind for t in self.registry):
-            version = str(api_version).rpartition("/")[2]
             raise _error(
                 400,
                 "BadRequest",
-                f'{kind} in version "{version}" cannot be handled as a {rtype.kind}: no kind "{kind}" is '
-                f'registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:111"',
+                f'{cannot}: no kind "{kind}" is registered for version "{api_version}" in scheme '
+                '"pkg/runtime/scheme.go:111"',
             )
+        if kind != rtype.kind:
+            # Go decodes the kind the body names, then finds no conversion to the one the path names.
+            internal = rtype.group.split(".")[0] or "core"
+            detail = f"converting ({version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            raise _error(400, "BadRequest", f"{cannot}: {detail}")
         if api_version != rtype.api_version:
             raise _error(
                 400,
                 "BadRequest",
                 f"the API version in the data ({api_version}) does not match the expected API version "
                 f"({rtype.api_version})",
-            )
-        if kind != rtype.kind:
-            raise _error(
-                400,
-                "BadRequest",
-                f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})",
             )
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind

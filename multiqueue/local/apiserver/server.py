@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
 from aiohttp import web
 
 from multiqueue.api import errors
@@ -306,17 +307,17 @@ class ApiServer:
                 return await self._pod_log(request, rest.get(rtype, namespace, name))
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
-            decoding.check_media_type(request.headers.get("Content-Type", ""))
+            decoding.check_body(rtype, request.headers.get("Content-Type", ""), await request.read())
             body = await _body(request)
             warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "CreateOptions")
             created = await rest.create(rtype, namespace, body, dry_run)
             return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
-            decoding.check_media_type(request.headers.get("Content-Type", ""))
+            decoding.check_body(rtype, request.headers.get("Content-Type", ""), await request.read())
             body = await _body(request)
             warned = decoding.decode(rtype, body, query.get("fieldValidation", ""), "UpdateOptions")
-            updated = await rest.update(rtype, namespace, name, body, sub, dry_run)
-            return _warning(self._respond_object(request, rtype, updated), warned)
+            updated, made = await rest.replace(rtype, namespace, name, body, sub, dry_run)
+            return _warning(self._respond_object(request, rtype, updated, 201 if made else 200), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             patched = await rest.patch(
@@ -325,8 +326,14 @@ class ApiServer:
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
             options = _delete_options(await _optional_body(request), query)
-            deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
-            return self._respond_object(request, rtype, deleted)
+            warned = [
+                decoding.warning(text) for text in self.registry.strategy(rtype).delete_warnings(options)
+            ]
+            try:
+                deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
+            except ApiError as exc:
+                return _warning(_json(exc.status, exc.code), warned)
+            return _warning(self._respond_object(request, rtype, deleted), warned)
         if verb == "DELETECOLLECTION":
             options = _delete_options(await _optional_body(request), query)
             dry_run = dry_run or _dry_run_in(options)
@@ -645,8 +652,11 @@ async def _optional_body(request: web.Request) -> Any:
                 f"(kubectl create -f / kubectl apply -f). Accepted media types: {JSON_TYPES}",
             )
         )
-    if "yaml" in content_type and "apply-patch" not in content_type:
-        raise ApiError(errors.status(415, "UnsupportedMediaType", f"accepted media types: {JSON_TYPES}"))
+    if content_type == "application/yaml":
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ApiError(errors.bad_request_status(f"the request body is not valid YAML: {exc}")) from exc
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
