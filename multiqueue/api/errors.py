@@ -78,7 +78,8 @@ class FieldError:
         return text
 
     def message(self) -> str:
-        return f"{self.field}: {self.body()}" if self.field else self.body()
+        """``field: body``; Go keeps the separator when the error is about the whole object (no field)."""
+        return f"{self.field}: {self.body()}"
 
     def __str__(self) -> str:
         return self.message()
@@ -214,7 +215,10 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
     messages = [e.message() for e in errors]
     joined = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
     details = _details(name, group, kind)
-    details["causes"] = [{"reason": str(e.type), "message": e.body(), "field": e.field} for e in errors]
+    details["causes"] = [
+        {"reason": str(e.type), "message": e.body(), **({"field": e.field} if e.field else {})}
+        for e in errors
+    ]
     return status(422, "Invalid", f'{qualified_kind(kind, group)} "{name}" is invalid: {joined}', details)
 
 

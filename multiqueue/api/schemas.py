@@ -10,6 +10,7 @@ list-type invariants; an ``x-kubernetes-int-or-string`` field accepts an integer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any, Final
@@ -32,6 +33,38 @@ _META_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
 PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
 EMBEDDED: Final = "x-kubernetes-embedded-resource"
 INT_OR_STRING: Final = "x-kubernetes-int-or-string"
+
+
+# --- the schema as stored -----------------------------------------------------------------------------------
+
+# Flags Go leaves out of a stored schema when false.
+_FALSE_OMITTED: Final = (
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "uniqueItems",
+    "nullable",
+    EMBEDDED,
+    INT_OR_STRING,
+)
+_NESTED: Final = ("properties", "patternProperties", "definitions", "dependencies")
+
+
+def stored_schema(schema: Any) -> None:
+    """A schema as kube-apiserver stores it after decoding: false flags dropped, at every level."""
+    if isinstance(schema, list):
+        for item in schema:
+            stored_schema(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    for flag in _FALSE_OMITTED:
+        if schema.get(flag) is False:
+            del schema[flag]
+    for key in _NESTED:
+        for sub in as_dict(schema.get(key)).values():
+            stored_schema(sub)
+    for key in ("items", "additionalProperties", "additionalItems", "not", "allOf", "anyOf", "oneOf"):
+        stored_schema(schema.get(key))
 
 
 # --- pruning ------------------------------------------------------------------------------------------------
@@ -137,9 +170,18 @@ def apply_defaults(value: Any, schema: Obj | None) -> None:
 # --- validation ---------------------------------------------------------------------------------------------
 
 
-def validate(obj: Obj, schema: Obj | None) -> list[FieldError]:
-    """The schema's rules on the whole object, with the field paths and messages upstream reports."""
-    return _validate(obj, schema or {}, "")
+def validate(value: Any, schema: Obj | None, under: str = "") -> list[FieldError]:
+    """The schema's rules on ``value``, with the field paths and messages upstream reports: messages name
+    fields from ``value`` down, causes from the object's root (``under`` is where ``value`` sits: "status" when
+    the status subresource is checked alone)."""
+    errs = _validate(value, schema or {}, "")
+    if not under:
+        return errs
+    return [dataclasses.replace(e, field=_join(under, e.field)) if e.field != _NO_PATH else e for e in errs]
+
+
+# Where upstream files an error its validator raised without a field (a nil path, printed so).
+_NO_PATH: Final = "<nil>"
 
 
 def _type_of(value: Any) -> str:
@@ -172,7 +214,12 @@ def _type_errors(value: Any, schema: Obj, path: str) -> list[FieldError]:
     if actual == "integer" and "number" in allowed:
         return []
     detail = f"{path} in {IN} must be of type {wanted}: {json.dumps(actual)}"
-    return [type_invalid(path, actual, detail)]
+    errs = [type_invalid(path, actual, detail)]
+    if actual == "number" and "integer" in allowed:
+        # The number validator then finds the value out of an integer's range, and says so without a field.
+        range_detail = f"Checked value must be of type integer (default format) in {path}"
+        errs.append(invalid(_NO_PATH, "", range_detail))
+    return errs
 
 
 def _number_errors(value: float, schema: Obj, path: str) -> list[FieldError]:

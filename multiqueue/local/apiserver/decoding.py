@@ -104,10 +104,9 @@ def decode(rtype: ResourceType, body: Any, directive: str, options_kind: str) ->
         problem = errors.not_supported("fieldValidation", directive, ["", *sorted(DIRECTIVES)])
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
     if rtype.schema is not None:
+        meta = body.get("metadata") if isinstance(body, dict) else None
         unknown = schemas.prune(body, rtype.schema) if isinstance(body, dict) else []
-        unknown += (
-            drop_unknown("V1ObjectMeta", body.get("metadata"), "metadata") if isinstance(body, dict) else []
-        )
+        unknown = sorted(unknown + drop_unknown("V1ObjectMeta", meta, "metadata"))
     elif rtype.model is None:
         return []
     else:

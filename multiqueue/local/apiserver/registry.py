@@ -51,10 +51,12 @@ class Registry:
             return []
         added = crd_types(crd)
         schemas = {t.api_version: t.schema for t in added}
+        terminating = bool(metadata(crd).get("deletionTimestamp"))
         for rtype in added:
-            self._add(
-                rtype, CustomResourceStrategy(rtype.namespaced, "status" in rtype.subresources, schemas)
+            strategy = CustomResourceStrategy(
+                rtype.namespaced, "status" in rtype.subresources, schemas, terminating
             )
+            self._add(rtype, strategy)
         self._by_crd[name] = added
         return added
 

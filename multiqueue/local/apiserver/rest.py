@@ -175,6 +175,10 @@ class Rest:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = format_time(now)
         strategy = self.registry.strategy(rtype)
+        if why := strategy.create_forbidden():
+            name = str(meta.get("name") or "")
+            details = {"name": name, "group": rtype.group, "kind": rtype.plural}
+            raise _error(403, "Forbidden", f'{_what(rtype)} "{name}" is forbidden: {why}', details)
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
@@ -513,7 +517,8 @@ class Rest:
             raise ApiError(errors.invalid_status(str(kind), rtype.group, name, [problem]))
         version = str(api_version).rpartition("/")[2]
         cannot = f'{kind} in version "{version}" cannot be handled as a {rtype.kind}'
-        if not any(t.api_version == api_version and t.kind == kind for t in self.registry):
+        registered = any(t.api_version == api_version and t.kind == kind for t in self.registry)
+        if not registered and rtype.schema is None:
             raise _error(
                 400,
                 "BadRequest",

@@ -99,6 +99,10 @@ class Strategy:
         """Warnings a delete with these options earns, whatever becomes of it."""
         return []
 
+    def create_forbidden(self) -> str:
+        """Why no object of the kind may be created now (403), or ""."""
+        return ""
+
     def mark_deleting(self, obj: Obj, now: datetime) -> bool:
         """For kinds whose deletion is their own (a CRD cleans up its objects first): mark ``obj`` as being
         deleted and return True, and the generic deletion does not run."""
@@ -267,6 +271,8 @@ class CustomResourceDefinitionStrategy(Strategy):
             names.setdefault("singular", str(names["kind"]).lower())
             names.setdefault("listKind", f"{names['kind']}List")
         spec.setdefault("conversion", {"strategy": "None"})
+        for version in as_list(spec.get("versions")):
+            schemas.stored_schema(as_dict(as_dict(version).get("schema")).get("openAPIV3Schema"))
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         # A new definition's status as Go writes it: no conditions yet, names not yet accepted.
@@ -336,11 +342,14 @@ class CustomResourceDefinitionStrategy(Strategy):
 class CustomResourceStrategy(Strategy):
     """Objects of a CRD's kind, checked against the schema of the version they are written in."""
 
-    def __init__(self, namespaced: bool, has_status: bool, schemas: dict[str, Obj | None]) -> None:
+    def __init__(
+        self, namespaced: bool, has_status: bool, schemas: dict[str, Obj | None], terminating: bool = False
+    ) -> None:
         super().__init__(namespaced)
         self.has_status = has_status
         self.tracks_generation = True
         self.schemas = schemas  # apiVersion -> openAPIV3Schema
+        self.terminating = terminating  # the definition is being deleted
 
     def _schema(self, obj: Obj) -> Obj | None:
         return self.schemas.get(str(obj.get("apiVersion")))
@@ -357,7 +366,16 @@ class CustomResourceStrategy(Strategy):
         return super().validate_update(new, old) + schemas.validate(new, self._schema(new))
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return super().validate_status_update(new, old) + schemas.validate(new, self._schema(new))
+        errs = super().validate_status_update(new, old)
+        if "status" not in new:
+            return errs
+        status_schema = as_dict(as_dict(self._schema(new)).get("properties")).get("status")
+        return errs + schemas.validate(new["status"], as_dict(status_schema), under="status")
+
+    def create_forbidden(self) -> str:
+        return (
+            "create not allowed while custom resource definition is terminating" if self.terminating else ""
+        )
 
     def prepare_status_update(self, new: Obj, old: Obj) -> None:
         """A status write changes the status only: the rest, metadata included, stays as stored."""
