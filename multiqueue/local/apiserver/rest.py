@@ -105,9 +105,8 @@ class Rest:
                 next_token = continuation.encode(rv, *key)
         list_meta: Obj = {"resourceVersion": str(rv)}
         if rtype.schema is not None:
-            list_meta["continue"] = (
-                ""  # custom resources' lists always carry it, as upstream's unstructured lists
-            )
+            # Custom resources' lists always carry it, as upstream's unstructured lists do.
+            list_meta["continue"] = ""
         if remaining:
             list_meta["continue"] = next_token
             if not label_selector and not field_selector:
@@ -241,12 +240,7 @@ class Rest:
     ) -> Obj:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
-        if meta.get("name") not in (None, name):
-            raise _error(
-                400,
-                "BadRequest",
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
-            )
+        _check_name(meta, name)
         old = self._current(rtype, namespace, name)
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):
@@ -316,12 +310,7 @@ class Rest:
         if missing and not subresource and self.registry.strategy(rtype).allow_create_on_update:
             decoded = self._decode_body(rtype, body)
             meta = as_dict(decoded.get("metadata"))
-            if meta.get("name") not in (None, name):
-                raise _error(
-                    400,
-                    "BadRequest",
-                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
-                )
+            _check_name(meta, name)
             return await self.create(
                 rtype, namespace, {**decoded, "metadata": {**meta, "name": name}}, dry_run
             ), True
@@ -548,6 +537,15 @@ class Rest:
         if problems:
             name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
             raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+
+
+def _check_name(meta: Obj, name: str) -> None:
+    if meta.get("name") not in (None, name):
+        raise _error(
+            400,
+            "BadRequest",
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+        )
 
 
 def _deleted_status(rtype: ResourceType, old: Obj) -> Obj:

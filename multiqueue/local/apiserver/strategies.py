@@ -46,7 +46,7 @@ JOB_DELETE_WARNING: Final = (
 
 
 class Strategy:
-    """Defaults for kinds with no special rules (ConfigMaps, Secrets, Leases, Events, ...)."""
+    """Defaults for kinds with no rules of their own (ServiceAccounts, Deployments, RBAC kinds, ...)."""
 
     # A status subresource: writes to the object keep the old status, status writes keep the old spec.
     has_status: bool = False
