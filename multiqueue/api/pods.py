@@ -255,6 +255,14 @@ def validate_pod_spec_update(new: Any, old: Any, path: str) -> list[FieldError]:
     return []
 
 
+def default_condition_times(pod: Obj) -> None:
+    """A condition's times are structs in Go, never left out: unset ones read back as null."""
+    for condition in as_list(as_dict(pod.get("status")).get("conditions")):
+        if isinstance(condition, dict):
+            condition.setdefault("lastProbeTime", None)
+            condition.setdefault("lastTransitionTime", None)
+
+
 # --- what controllers read ----------------------------------------------------------------------------------
 
 

@@ -15,11 +15,15 @@ from typing import Any, Final
 import kubernetes.client.models as models
 import yaml
 
-from multiqueue.api import errors
+from multiqueue.api import errors, godecode, structural
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 
+# What a create or update body may be written in, as kube-apiserver lists it when refusing another.
+BODY_MEDIA_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+# Fields of a model that Go holds as bytes: maps of base64 strings, decoded (and refused) with the body.
+_BYTE_MAPS: Final = {"V1Secret": ("data",), "V1ConfigMap": ("binaryData",)}
 STRICT: Final = "Strict"
 WARN: Final = "Warn"
 IGNORE: Final = "Ignore"
@@ -72,18 +76,66 @@ def check_directive(directive: str, options_kind: str) -> None:
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
 
 
+def check_body(rtype: ResourceType, content_type: str, raw: bytes) -> None:
+    """Refuse a create or update body as kube-apiserver's decoder does: 415 for a media type it does not
+    decode, 400 with Go's syntax error for JSON that is not."""
+    media = content_type.split(";")[0].strip().lower()
+    if media and media not in BODY_MEDIA_TYPES:
+        accepted = ", ".join(BODY_MEDIA_TYPES)
+        message = (
+            f"the body of the request was in an unknown format - accepted media types include: {accepted}"
+        )
+        raise ApiError(errors.status(415, "UnsupportedMediaType", message))
+    if media not in ("", "application/json") or not raw.strip():
+        return
+    problem = godecode.json_syntax_error(raw)
+    if problem:
+        message = (
+            f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
+            f"json parse error: {problem} ({_summary(raw)})"
+        )
+        raise ApiError(errors.status(400, "BadRequest", message))
+
+
+def _summary(raw: bytes, limit: int = 30) -> str:
+    """The start of a body upstream quotes in a decoding error: as text if it looks like JSON, else hex."""
+    head = raw[:limit]
+    shown = head.decode("utf-8", errors="replace") if raw.startswith(b"{") else head.hex()
+    return shown + (" ..." if len(raw) > limit else "")
+
+
 def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
-    """Drop the fields ``rtype`` does not have from ``body``; the Warning headers to answer with. Raises
-    :class:`ApiError` under Strict for any unknown field (the directive checked beforehand by
-    :func:`check_directive`). Custom resources are left to their schema."""
-    if rtype.model is None or rtype.schema is not None:
+    """Drop the fields ``rtype`` does not have (a custom resource: that its schema does not know) from
+    ``body``; the Warning headers to answer with. Raises :class:`ApiError` under Strict for any unknown field
+    (the directive checked beforehand by :func:`check_directive`)."""
+    if rtype.schema is not None:
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        unknown = structural.prune(body, rtype.schema) if isinstance(body, dict) else []
+        unknown = sorted(unknown + drop_unknown("V1ObjectMeta", meta, "metadata"))
+    elif rtype.model is None:
         return []
-    unknown = drop_unknown(rtype.model, body)
+    else:
+        _check_bytes(rtype, body)
+        unknown = drop_unknown(rtype.model, body)
     if not unknown or directive == IGNORE:
         return []
     if directive == STRICT:
         raise ApiError(strict_error(rtype.kind, rtype.version, unknown))
     return warnings(unknown)
+
+
+def _check_bytes(rtype: ResourceType, body: Any) -> None:
+    """A byte field that is not base64 fails decoding, with Go's error in kube-apiserver's words."""
+    for field in _BYTE_MAPS.get(str(rtype.model), ()):
+        entries = body.get(field) if isinstance(body, dict) else None
+        for value in entries.values() if isinstance(entries, dict) else ():
+            try:
+                godecode.b64decode(str(value).encode())
+            except godecode.DecodeError as exc:
+                message = (
+                    f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {exc}'
+                )
+                raise ApiError(errors.status(400, "BadRequest", message)) from exc
 
 
 def strict_error(kind: str, version: str, unknown: list[str]) -> Obj:

@@ -7,10 +7,7 @@ their checks; the resourceVersion precondition does the rest.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import json
 import secrets
 import uuid
 from collections.abc import Callable
@@ -18,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from multiqueue.api import apply as smd
-from multiqueue.api import errors, managedfields, patches, schemas, selectors
+from multiqueue.api import continuation, errors, managedfields, patches, schemas, selectors
 from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.openapi import kind_structure
@@ -38,7 +35,7 @@ NAMESPACE_MISMATCH: Final = (
 )
 INVALID_REQUEST: Final = "the server rejected our request due to an error in our request"
 # Kinds whose delete answers with the object, as upstream's storage for them is set up to; the rest a Status.
-RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services"})
+RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services", "serviceaccounts"})
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -110,8 +107,11 @@ class Rest:
                 continue
             items.append(self._list_item(rtype, obj))
             if limit and len(items) == limit:
-                next_token = _encode_continue(rv, key)
+                next_token = continuation.encode(rv, *key)
         list_meta: Obj = {"resourceVersion": str(rv)}
+        if rtype.schema is not None:
+            # Custom resources' lists always carry it, as upstream's unstructured lists do.
+            list_meta["continue"] = ""
         if remaining:
             list_meta["continue"] = next_token
             if not label_selector and not field_selector:
@@ -133,7 +133,10 @@ class Rest:
             raise _error(400, "BadRequest", str(exc)) from exc
         unsupported = selectors.unsupported_fields(rtype.group, rtype.kind, fields)
         if unsupported:
-            raise _error(400, "BadRequest", f"field label not supported: {unsupported[0]}")
+            message = selectors.unsupported_field_message(
+                rtype.group, rtype.kind, unsupported[0], rtype.schema is not None
+            )
+            raise _error(400, "BadRequest", message)
 
         def matches(obj: Obj) -> bool:
             if not labels.matches(as_dict(metadata(obj).get("labels"))):
@@ -182,11 +185,16 @@ class Rest:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = format_time(now)
         strategy = self.registry.strategy(rtype)
+        if why := strategy.create_forbidden():
+            name = str(meta.get("name") or "")
+            details = {"name": name, "group": rtype.group, "kind": rtype.plural}
+            raise _error(403, "Forbidden", f'{_what(rtype)} "{name}" is forbidden: {why}', details)
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
         if manager is not None:
             self._record_update(rtype, obj, schemas.zero_object(rtype.group, rtype.kind), manager, "")
+        self._raise_invalid(rtype, obj, strategy.allocate(obj, None, self._peers(rtype)))
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
@@ -243,12 +251,7 @@ class Rest:
     ) -> Obj:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
-        if meta.get("name") not in (None, name):
-            raise _error(
-                400,
-                "BadRequest",
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
-            )
+        _check_name(meta, name)
         old = self._current(rtype, namespace, name)
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):
@@ -273,15 +276,16 @@ class Rest:
                 new = patches.apply_json_patch(base, body)
             elif content_type == MERGE_PATCH:
                 new = patches.apply_merge_patch(base, body)
-            elif content_type == STRATEGIC_PATCH:
-                if rtype.schema is not None:
-                    raise _error(
-                        415,
-                        "UnsupportedMediaType",
-                        f"the body of the request was in an unknown format - accepted media types include: "
-                        f"{JSON_PATCH}, {MERGE_PATCH}",
-                    )
+            elif content_type == STRATEGIC_PATCH and rtype.schema is None:
                 new = patches.apply_strategic_merge_patch(base, body, rtype.group, rtype.kind)
+            elif rtype.schema is not None:
+                # Custom resources have no strategic merge; their handler names the types it takes.
+                raise _error(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}",
+                )
             else:
                 raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         except patches.PatchError as exc:
@@ -376,6 +380,31 @@ class Rest:
         else:
             meta["managedFields"] = entries
 
+    async def replace(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: str = "",
+    ) -> tuple[Obj, bool]:
+        """A PUT: an update, or a create for kinds that allow it when nothing has the name; whether it created."""
+        key = (namespace if rtype.namespaced else "", name)
+        missing = self.store.get(rtype.key, *key) is None
+        if missing and not subresource and self.registry.strategy(rtype).allow_create_on_update:
+            decoded = self._decode_body(rtype, body)
+            meta = as_dict(decoded.get("metadata"))
+            _check_name(meta, name)
+            return await self.create(
+                rtype, namespace, {**decoded, "metadata": {**meta, "name": name}}, dry_run, manager
+            ), True
+        return await self.update(rtype, namespace, name, body, subresource, dry_run, manager), False
+
+    def _peers(self, rtype: ResourceType) -> Callable[[], list[Obj]]:
+        return lambda: self.store.list_objects(rtype.key)
+
     def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
         if obj is None:
@@ -413,6 +442,7 @@ class Rest:
             strategy.prepare_status_update(new, old)
             problems = strategy.validate_status_update(new, old)
         else:
+            self._raise_invalid(rtype, new, strategy.allocate(new, old, self._peers(rtype)))
             strategy.prepare_update(new, old)
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
@@ -462,6 +492,8 @@ class Rest:
         obj = copy.deepcopy(old)
         meta = metadata(obj)
         now = self.clock()
+        if not meta.get("deletionTimestamp") and strategy.mark_deleting(obj, now):
+            return self._present(rtype, obj if dry_run else await self.store.put(rtype.key, obj))
         grace = strategy.grace_period_seconds(obj, _int_or_none(options.get("gracePeriodSeconds")))
         finalizers = list(_finalizers(obj))
         policy = _propagation(options, strategy)
@@ -486,6 +518,8 @@ class Rest:
             current_grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
             if grace >= current_grace and finalizers == list(_finalizers(old)):
                 return self._present(rtype, old)
+        if not already_deleting and isinstance(meta.get("generation"), int) and meta["generation"] > 0:
+            meta["generation"] += 1  # controllers see that deletion began, as upstream bumps it
         meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
         meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
@@ -556,20 +590,33 @@ class Rest:
             raise _error(400, "BadRequest", f"the body must be a {rtype.kind} object")
         # Bodies are freshly decoded request JSON or copies made by in-process callers: ours to change.
         obj = dict(body)
-        api_version = obj.get("apiVersion")
-        kind = obj.get("kind")
-        if api_version and api_version != rtype.api_version:
+        api_version = obj.get("apiVersion") or rtype.api_version
+        kind = obj.get("kind") or rtype.kind
+        if kind != rtype.kind and rtype.schema is not None:
+            name = str(as_dict(obj.get("metadata")).get("name") or "")
+            problem = errors.invalid("kind", kind, f"must be {rtype.kind}")
+            raise ApiError(errors.invalid_status(str(kind), rtype.group, name, [problem]))
+        version = str(api_version).rpartition("/")[2]
+        cannot = f'{kind} in version "{version}" cannot be handled as a {rtype.kind}'
+        registered = any(t.api_version == api_version and t.kind == kind for t in self.registry)
+        if not registered and rtype.schema is None:
+            raise _error(
+                400,
+                "BadRequest",
+                f'{cannot}: no kind "{kind}" is registered for version "{api_version}" in scheme '
+                '"pkg/runtime/scheme.go:111"',
+            )
+        if kind != rtype.kind:
+            # Go decodes the kind the body names, then finds no conversion to the one the path names.
+            internal = rtype.group.split(".")[0] or "core"
+            detail = f"converting ({version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            raise _error(400, "BadRequest", f"{cannot}: {detail}")
+        if api_version != rtype.api_version:
             raise _error(
                 400,
                 "BadRequest",
                 f"the API version in the data ({api_version}) does not match the expected API version "
                 f"({rtype.api_version})",
-            )
-        if kind and kind != rtype.kind:
-            raise _error(
-                400,
-                "BadRequest",
-                f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})",
             )
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
@@ -582,6 +629,15 @@ class Rest:
         if problems:
             name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
             raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+
+
+def _check_name(meta: Obj, name: str) -> None:
+    if meta.get("name") not in (None, name):
+        raise _error(
+            400,
+            "BadRequest",
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+        )
 
 
 def _deleted_status(rtype: ResourceType, old: Obj) -> Obj:
@@ -668,15 +724,9 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _encode_continue(rv: int, key: tuple[str, str]) -> str:
-    raw = json.dumps({"rv": rv, "start": list(key)}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
 def _decode_continue(token: str) -> tuple[str, str]:
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        namespace, name = data["start"]
-        return (str(namespace), str(name))
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise _error(400, "BadRequest", f"continue key is not valid: {exc}") from exc
+        _, namespace, name = continuation.decode(token)
+    except continuation.ContinueError as exc:
+        raise _error(400, "BadRequest", f"invalid continue token: {exc}") from exc
+    return (namespace, name)

@@ -205,8 +205,22 @@ class ApiServer:
             return self._resource_list(parts[1], parts[2])
         target = self._resolve(parts)
         if target is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(parts)
         return await self._serve(request, target)
+
+    def _not_found(self, parts: list[str]) -> web.Response:
+        """Under a group version it serves, upstream answers a Status; anywhere else Go's plain-text 404."""
+        group, version = "", ""
+        if parts[0] == "api" and len(parts) > 1:
+            version = parts[1]
+        elif parts[0] == "apis" and len(parts) > 2:
+            group, version = parts[1], parts[2]
+        if version and any(t.group == group and t.version == version for t in self.registry):
+            not_found = errors.status(404, "NotFound", "the server could not find the requested resource")
+            raise ApiError({**not_found, "details": {}})
+        return web.Response(
+            status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8"
+        )
 
     def _discovery_root(self, request: web.Request, legacy: bool) -> web.Response:
         """Legacy or aggregated discovery, as the client's Accept asks."""
@@ -221,7 +235,7 @@ class ApiServer:
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
         if body is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(["apis", group, version] if group else ["api", version])
         return _json(body)
 
     async def _openapi(self, request: web.Request, path: str) -> web.Response:
@@ -278,6 +292,8 @@ class ApiServer:
         query = request.query
         method = request.method
         dry_run = query.get("dryRun") == "All"
+        if method == "PUT" and not name and rtype.schema is not None:
+            raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
         verb = _verb(method, bool(name), _truthy(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
@@ -308,8 +324,8 @@ class ApiServer:
         if verb == "PUT":
             body, warned = await _object_body(request, rtype, "UpdateOptions")
             manager = _manager(request, "UpdateOptions")
-            updated = await rest.update(rtype, namespace, name, body, sub, dry_run, manager)
-            return _warning(self._respond_object(request, rtype, updated), warned)
+            updated, made = await rest.replace(rtype, namespace, name, body, sub, dry_run, manager)
+            return _warning(self._respond_object(request, rtype, updated, 201 if made else 200), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             is_apply = content_type == APPLY_PATCH
@@ -341,8 +357,14 @@ class ApiServer:
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
             options = _delete_options(await _optional_body(request), query)
-            deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
-            return self._respond_object(request, rtype, deleted)
+            warned = [
+                decoding.warning(text) for text in self.registry.strategy(rtype).delete_warnings(options)
+            ]
+            try:
+                deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
+            except ApiError as exc:
+                return _warning(_json(exc.status, exc.code), warned)
+            return _warning(self._respond_object(request, rtype, deleted), warned)
         if verb == "DELETECOLLECTION":
             options = _delete_options(await _optional_body(request), query)
             dry_run = dry_run or _dry_run_in(options)
@@ -659,6 +681,7 @@ async def _object_body(request: web.Request, rtype: ResourceType, options_kind: 
 async def _body(request: web.Request, rtype: ResourceType) -> Any:
     """The object a create, an update or a review sends: JSON, or protobuf for a built-in kind."""
     raw = await _raw_body(request)
+    decoding.check_body(rtype, request.headers.get("Content-Type", ""), raw)
     if _media_type(request) == protobuf.MEDIA_TYPE:
         if rtype.schema is not None:
             # Custom resources have no protobuf messages (kube-apiserver fails on such a body without an answer).
