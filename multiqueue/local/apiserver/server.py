@@ -21,10 +21,10 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors
+from multiqueue.api import errors, listoptions
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import decoding, discovery, openapi, reviews, tables
+from multiqueue.local.apiserver import decoding, discovery, openapi, reviews, tables, watches
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_BODY: Final = 3 * 1024 * 1024
 UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
-INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 DEFAULT_WATCH_TIMEOUT: Final = 1800
 JSON_TYPES: Final = (
     "application/json, application/json-patch+json, application/merge-patch+json, "
@@ -276,6 +275,9 @@ class ApiServer:
         if verb == "WATCH":
             return await self._watch(request, rtype, namespace or None, name)
         if verb == "LIST":
+            found = listoptions.errors(listoptions.parse(query))
+            if found:
+                raise ApiError(listoptions.invalid(found))
             listing = rest.list_collection(
                 rtype,
                 namespace or None,
@@ -350,97 +352,60 @@ class ApiServer:
         matches = self.rest.matcher(
             rtype, query.get("labelSelector", ""), _with_name(query.get("fieldSelector", ""), name)
         )
-        requested = query.get("resourceVersion", "")
-        send_initial = _truthy(query.get("sendInitialEvents"))
-        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        options = listoptions.with_defaults(listoptions.parse(query))
+        found = listoptions.errors(options)
+        if found:
+            raise ApiError(listoptions.invalid(found))
+        requested = -1 if options.legacy_version else _int(options.resource_version, -1)
+        if not options.legacy_version and requested < 0:
+            raise ApiError(errors.bad_request_status(f"invalid resource version: {options.resource_version}"))
         timeout = _int(query.get("timeoutSeconds"), DEFAULT_WATCH_TIMEOUT)
         as_table = _wants_table(request)
         include = _include_object(request)
-        store = self.store
-        since = _int(requested, -1) if requested not in ("", "0") else store.resource_version
-        if since < 0:
-            raise ApiError(errors.bad_request_status(f"invalid resource version: {requested}"))
+        columns_sent = False
+
+        async def send(kind: str, obj: Obj) -> None:
+            nonlocal columns_sent
+            if kind != "BOOKMARK":
+                obj = self.rest._present(rtype, obj)
+                if as_table:
+                    obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
+                    columns_sent = True
+            await _send(response, {"type": kind, "object": obj})
+
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
         )
         response.enable_chunked_encoding()
         await response.prepare(request)
-        try:
-            watcher, backlog = store.watch(rtype.key, namespace, since)
-        except Expired as exc:
-            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
-            return response
+        stream = watches.WatchStream(
+            self.store,
+            rtype,
+            namespace,
+            matches,
+            send,
+            options.allow_bookmarks,
+            timeout,
+            self.config.bookmark_interval,
+        )
+        # Taken after the headers went out, so the objects listed and the events after them meet exactly.
+        initial = bool(options.send_initial_events)
+        since = self.store.resource_version if initial or requested < 0 else requested
         task = asyncio.current_task()
         if task is not None:
             self._watch_tasks.add(task)
-        columns_sent = False
-
-        async def send(kind: str, obj: Obj) -> None:
-            nonlocal columns_sent
-            if as_table and kind != "BOOKMARK":
-                obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
-                columns_sent = True
-            await _send(response, {"type": kind, "object": obj})
-
         try:
-            if requested in ("", "0") or send_initial:
-                for obj in store.list_objects(rtype.key, namespace):
-                    if matches(obj):
-                        await send("ADDED", self.rest._present(rtype, obj))
-                if send_initial:
-                    await send("BOOKMARK", _bookmark(rtype, since, initial_events_end=True))
-            for missed in backlog:
-                await self._send_event(send, rtype, missed.type, missed.obj, missed.old, matches)
-            deadline = time.monotonic() + timeout
-            last_rv = since
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    event = await asyncio.wait_for(
-                        watcher.next(), min(remaining, self.config.bookmark_interval)
-                    )
-                except TimeoutError:
-                    if bookmarks and time.monotonic() < deadline:
-                        await send("BOOKMARK", _bookmark(rtype, max(last_rv, store.resource_version)))
-                    continue
-                if event is None:
-                    break
-                if event.rv <= since:
-                    continue  # committed after we subscribed, but already part of the initial state we sent
-                last_rv = event.rv
-                await self._send_event(send, rtype, event.type, event.obj, event.old, matches)
+            await stream.run(since, initial)
+        except Expired as exc:
+            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            watcher.close()
             if task is not None:
                 self._watch_tasks.discard(task)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response
-
-    async def _send_event(
-        self,
-        send: Callable[[str, Obj], Awaitable[None]],
-        rtype: ResourceType,
-        kind: str,
-        obj: Obj,
-        old: Obj | None,
-        matches: Callable[[Obj], bool],
-    ) -> None:
-        """Selectors apply to both sides of a change, as upstream's watch cache does: an object that stops
-        matching is DELETED for this watcher, one that starts matching is ADDED."""
-        now_matches = matches(obj)
-        before = old is not None and kind != "DELETED" and matches(old)
-        if kind == "DELETED":
-            if now_matches or (old is not None and matches(old)):
-                await send("DELETED", self.rest._present(rtype, obj))
-        elif now_matches:
-            await send("MODIFIED" if before else "ADDED", self.rest._present(rtype, obj))
-        elif before:
-            await send("DELETED", self.rest._present(rtype, obj))
 
     # --- pods/log --------------------------------------------------------------------------------------------
 
@@ -519,13 +484,6 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 async def _send(response: web.StreamResponse, event: Obj) -> None:
     await response.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
-
-
-def _bookmark(rtype: ResourceType, rv: int, initial_events_end: bool = False) -> Obj:
-    meta: Obj = {"resourceVersion": str(rv)}
-    if initial_events_end:
-        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-    return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
 
 
 def _verb(method: str, named: bool, watch: bool) -> str:

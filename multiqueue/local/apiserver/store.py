@@ -73,6 +73,11 @@ class Store:
         return self._rv
 
     @property
+    def published_resource_version(self) -> int:
+        """The newest resourceVersion whose event watchers have been offered (writes still committing are not)."""
+        return self._watch.last_rv
+
+    @property
     def oldest_watchable(self) -> int:
         """Watches may start from this resourceVersion or any later one."""
         return self._watch.oldest_watchable
