@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from multiqueue.api.errors import FieldError, forbidden, invalid_status, not_supported
+from multiqueue.api.query import flag
 from multiqueue.api.types import Obj
 
 EXACT: Final = "Exact"
@@ -34,21 +35,14 @@ class ListOptions:
         return self.resource_version in ("", "0")
 
 
-def _flag(value: str | None) -> bool | None:
-    """Go's strconv.ParseBool on a query parameter; None when it is absent."""
-    if value is None:
-        return None
-    return value in ("1", "t", "T", "TRUE", "true", "True")
-
-
 def parse(query: Mapping[str, str]) -> ListOptions:
     """The options a request's query names, before defaulting."""
     return ListOptions(
-        watch=bool(_flag(query.get("watch"))),
+        watch=flag(query.get("watch")),
         resource_version=query.get("resourceVersion", ""),
         resource_version_match=query.get("resourceVersionMatch", ""),
-        send_initial_events=_flag(query.get("sendInitialEvents")),
-        allow_bookmarks=bool(_flag(query.get("allowWatchBookmarks"))),
+        send_initial_events=flag(query.get("sendInitialEvents")) if "sendInitialEvents" in query else None,
+        allow_bookmarks=flag(query.get("allowWatchBookmarks")),
         continue_token=query.get("continue", ""),
     )
 

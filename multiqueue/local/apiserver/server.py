@@ -22,11 +22,13 @@ from typing import Any, Final
 from aiohttp import web
 
 from multiqueue.api import errors, listoptions
-from multiqueue.api.meta import as_dict, metadata
+from multiqueue.api.meta import metadata
+from multiqueue.api.query import flag
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import decoding, discovery, openapi, reviews, tables, watches
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
+from multiqueue.local.apiserver.podlog import PodLogs
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError, Rest
@@ -55,8 +57,6 @@ class ServerConfig:
     state_dir: Path | None = None
     watch_window: int = DEFAULT_WINDOW
     bookmark_interval: float = 60.0
-    # Where the local kubelet writes container logs: <log_dir>/<namespace>/<pod>/<container>.log
-    log_dir: Path | None = None
     # Serve HTTPS with this certificate and key (kubectl sends bearer tokens only over TLS).
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -84,6 +84,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
+        self._pod_logs = PodLogs()
         self.port = config.port
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -132,6 +133,7 @@ class ApiServer:
             task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._pod_logs.close()
         if self._backend is not None:
             await self._backend.close()
 
@@ -265,7 +267,7 @@ class ApiServer:
         query = request.query
         method = request.method
         dry_run = query.get("dryRun") == "All"
-        verb = _verb(method, bool(name), _truthy(query.get("watch")))
+        verb = _verb(method, bool(name), flag(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
             raise _method_not_allowed()
@@ -289,7 +291,7 @@ class ApiServer:
             return self._respond_list(request, rtype, listing)
         if verb == "GET":
             if sub == "log":
-                return await self._pod_log(request, rest.get(rtype, namespace, name))
+                return await self._pod_logs.serve(request, rest.get(rtype, namespace, name), self.store)
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
             body = await _body(request)
@@ -407,71 +409,6 @@ class ApiServer:
             await response.write_eof()
         return response
 
-    # --- pods/log --------------------------------------------------------------------------------------------
-
-    async def _pod_log(self, request: web.Request, pod: Obj) -> web.StreamResponse:
-        containers = [
-            c.get("name") for c in as_dict(pod.get("spec")).get("containers", []) if isinstance(c, dict)
-        ]
-        container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
-        pod_name = str(metadata(pod).get("name"))
-        if not container:
-            raise ApiError(
-                errors.bad_request_status(
-                    f"a container name must be specified for pod {pod_name}, choose one of: [{' '.join(map(str, containers))}]"
-                )
-            )
-        if container not in containers:
-            raise ApiError(
-                errors.bad_request_status(f"container {container} is not valid for pod {pod_name}")
-            )
-        log_path = self._log_path(pod, container)
-        text = await asyncio.to_thread(_read_text, log_path) if log_path is not None else None
-        if text is None:
-            raise ApiError(
-                errors.bad_request_status(
-                    f'container "{container}" in pod "{pod_name}" is waiting to start: ContainerCreating'
-                )
-            )
-        tail = _int(request.query.get("tailLines"), -1)
-        if tail >= 0:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-tail:]) if tail else ""
-        if not _truthy(request.query.get("follow")):
-            return web.Response(text=text, content_type="text/plain")
-        return await self._follow_log(request, pod, log_path, text)
-
-    def _log_path(self, pod: Obj, container: str) -> Path | None:
-        if self.config.log_dir is None:
-            return None
-        meta = metadata(pod)
-        return self.config.log_dir / str(meta.get("namespace")) / str(meta.get("name")) / f"{container}.log"
-
-    async def _follow_log(
-        self, request: web.Request, pod: Obj, path: Path | None, first: str
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
-        await response.write(first.encode())
-        offset = len(first.encode())
-        meta = metadata(pod)
-        rtype = self.registry.lookup("", "v1", "pods")
-        assert rtype is not None and path is not None
-        while not self._stopping.is_set():
-            current = self.store.get("pods", str(meta.get("namespace")), str(meta.get("name")))
-            chunk = await asyncio.to_thread(_read_from, path, offset)
-            if chunk:
-                await response.write(chunk)
-                offset += len(chunk)
-            phase = as_dict((current or {}).get("status")).get("phase")
-            if current is None or (phase in ("Succeeded", "Failed") and not chunk):
-                break
-            # Log files have no change notification here; a short poll keeps `kubectl logs -f` live.
-            await asyncio.sleep(0.25)
-        with contextlib.suppress(ConnectionResetError, RuntimeError):
-            await response.write_eof()
-        return response
-
 
 # --- helpers ------------------------------------------------------------------------------------------------
 
@@ -526,10 +463,6 @@ def _method_not_allowed() -> ApiError:
         405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
     )
     return ApiError({**not_allowed, "details": {}})
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true")
 
 
 def _int(value: str | None, default: int) -> int:
@@ -601,7 +534,7 @@ def _delete_options(body: Any, query: Any) -> Obj:
         if key in query and key not in options:
             value: Any = query[key]
             if key == "orphanDependents":
-                value = _truthy(value)
+                value = flag(value)
             options[key] = value
     return options
 
@@ -610,19 +543,3 @@ def _dry_run_in(options: Obj) -> bool:
     """DeleteOptions carry dryRun in the body, where kubectl sends it (``kubectl delete --dry-run=server``)."""
     value = options.get("dryRun")
     return isinstance(value, list) and "All" in value
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read()
-    except FileNotFoundError:
-        return b""
