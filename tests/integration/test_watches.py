@@ -231,3 +231,58 @@ async def test_bad_list_options_are_refused_as_upstream_refuses_them(
     assert response.status == 422
     assert body["reason"] == "Invalid" and body["message"] == message
     assert body["details"]["kind"] == "ListOptions" and body["details"]["group"] == "meta.k8s.io"
+
+
+# --- lists at a resourceVersion --------------------------------------------------------------------------------
+
+
+async def listed(http: aiohttp.ClientSession, **query: str) -> tuple[int, Any]:
+    async with http.get(CONFIGMAPS, params={"labelSelector": "flow=rv", **query}) as response:
+        body = await response.json()
+    if response.status != 200:
+        return response.status, body["message"]
+    return 200, [(i["metadata"]["name"], i["data"]["n"]) for i in body["items"]] + [
+        body["metadata"]["resourceVersion"]
+    ]
+
+
+async def test_an_exact_list_shows_the_objects_as_they_were(
+    http: aiohttp.ClientSession, server: ApiServer
+) -> None:
+    first = await create(http, "a", {"flow": "rv"})
+    await patch(http, "a", {"data": {"n": "1"}})
+    await create(http, "b", {"flow": "rv"})
+    async with http.delete(f"{CONFIGMAPS}/a") as response:
+        assert response.status == 200
+    now = str(server.store.resource_version)
+    assert await listed(http, resourceVersion=first, resourceVersionMatch="Exact") == (
+        200,
+        [("a", "0"), first],
+    )
+    assert await listed(http, resourceVersion=first, resourceVersionMatch="NotOlderThan") == (
+        200,
+        [("b", "0"), now],
+    )
+    assert await listed(http, resourceVersion=now, resourceVersionMatch="Exact") == (200, [("b", "0"), now])
+    too_large = str(int(now) + 10)
+    assert await listed(http, resourceVersion=too_large, resourceVersionMatch="NotOlderThan") == (
+        504,
+        f"Timeout: Too large resource version: {too_large}, current: {now}",
+    )
+
+
+async def test_an_exact_list_older_than_the_window_is_gone(tmp_path: Path) -> None:
+    server = ApiServer(server_config(tmp_path / "state", watch_window=2))
+    await server.start()
+    try:
+        headers = {"Authorization": f"Bearer {server.config.token}"}
+        async with aiohttp.ClientSession(server.url, headers=headers) as http:
+            first = await create(http, "a", {"flow": "rv"})
+            for n in range(1, 4):  # three changes; the window keeps two
+                await patch(http, "a", {"data": {"n": str(n)}})
+            assert await listed(http, resourceVersion=first, resourceVersionMatch="Exact") == (
+                410,
+                "The resourceVersion for the provided list is too old.",
+            )
+    finally:
+        await server.stop()

@@ -86,14 +86,22 @@ class Rest:
         field_selector: str = "",
         limit: int = 0,
         continue_token: str = "",
+        at: int | None = None,
     ) -> Obj:
+        """``at``: the objects as they were at that resourceVersion (resourceVersionMatch=Exact)."""
         matches = self.matcher(rtype, label_selector, field_selector)
         start = _decode_continue(continue_token) if continue_token else None
-        rv = self.store.resource_version
+        scope = namespace if rtype.namespaced else None
+        rv = self.store.resource_version if at is None else at
         items: list[Obj] = []
         remaining = 0
         next_token = ""
-        for obj in self.store.list_objects(rtype.key, namespace if rtype.namespaced else None):
+        listed = (
+            self.store.list_objects(rtype.key, scope)
+            if at is None
+            else self.store.objects_at(rtype.key, scope, at)
+        )
+        for obj in listed:
             meta = metadata(obj)
             key = (str(meta.get("namespace") or ""), str(meta.get("name")))
             if start is not None and key <= start:

@@ -40,6 +40,7 @@ MAX_BODY: Final = 3 * 1024 * 1024
 UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_WATCH_TIMEOUT: Final = 1800
+LIST_TOO_OLD: Final = "The resourceVersion for the provided list is too old."
 JSON_TYPES: Final = (
     "application/json, application/json-patch+json, application/merge-patch+json, "
     "application/strategic-merge-patch+json"
@@ -277,17 +278,22 @@ class ApiServer:
         if verb == "WATCH":
             return await self._watch(request, rtype, namespace or None, name)
         if verb == "LIST":
-            found = listoptions.errors(listoptions.parse(query))
+            list_options = listoptions.parse(query)
+            found = listoptions.errors(list_options)
             if found:
                 raise ApiError(listoptions.invalid(found))
-            listing = rest.list_collection(
-                rtype,
-                namespace or None,
-                query.get("labelSelector", ""),
-                _with_name(query.get("fieldSelector", ""), name),
-                _int(query.get("limit"), 0),
-                query.get("continue", ""),
-            )
+            try:
+                listing = rest.list_collection(
+                    rtype,
+                    namespace or None,
+                    query.get("labelSelector", ""),
+                    _with_name(query.get("fieldSelector", ""), name),
+                    _int(query.get("limit"), 0),
+                    query.get("continue", ""),
+                    self._list_version(list_options),
+                )
+            except Expired as exc:
+                raise ApiError(errors.gone_status(LIST_TOO_OLD)) from exc
             return self._respond_list(request, rtype, listing)
         if verb == "GET":
             if sub == "log":
@@ -330,6 +336,21 @@ class ApiServer:
                     )
             return _json(listing)
         raise _method_not_allowed()
+
+    def _list_version(self, options: listoptions.ListOptions) -> int | None:
+        """The resourceVersion a LIST must show (Exact), or None for now; a version this server has not reached
+        is a 504, as upstream answers once it gave up waiting for it."""
+        if options.legacy_version:
+            return None
+        requested = _int(options.resource_version, 0)
+        current = self.store.resource_version
+        if requested > current:
+            message = f"Timeout: Too large resource version: {requested}, current: {current}"
+            cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            raise ApiError(
+                errors.status(504, "Timeout", message, {"causes": [cause], "retryAfterSeconds": 1})
+            )
+        return requested if options.resource_version_match == listoptions.EXACT else None
 
     def _respond_object(
         self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200

@@ -117,16 +117,21 @@ class WatchCache:
 
         Raises :class:`Expired` when ``since`` is older than the window.
         """
-        if since < self.oldest_watchable:
-            raise Expired(f"too old resource version: {since} ({self.oldest_watchable + 1})")
-        backlog = [
-            e
-            for e in self._window
-            if e.rv > since and e.resource == resource and (not namespace or e.namespace == namespace)
-        ]
+        backlog = self.since(resource, namespace, since)
         watcher = Watcher(self, resource, namespace)
         self._watchers[resource].add(watcher)
         return watcher, backlog
+
+    def since(self, resource: str, namespace: str | None, rv: int) -> list[Event]:
+        """The committed events of ``resource`` after ``rv``, oldest first; :class:`Expired` when ``rv`` is older
+        than the window."""
+        if rv < self.oldest_watchable:
+            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable + 1})")
+        return [
+            e
+            for e in self._window
+            if e.rv > rv and e.resource == resource and (not namespace or e.namespace == namespace)
+        ]
 
     def publish(self, event: Event) -> None:
         """Record a committed event and hand it to every watcher of its resource and every listener."""
