@@ -74,6 +74,8 @@ class WatchStream:
     async def run(self, since: int, initial: bool) -> None:
         """Events after ``since``; with ``initial``, the objects as of ``since`` first. Raises
         :class:`~multiqueue.local.apiserver.store.Expired` before sending anything when ``since`` is too old."""
+        started = time.monotonic()
+        deadline = started + self.timeout
         watcher, backlog = self.store.watch(self.rtype.key, self.namespace, since)
         try:
             if initial:
@@ -85,8 +87,6 @@ class WatchStream:
             latest = since  # every event of this resource up to here has been handled
             for missed in backlog:
                 latest = await self._handle(missed, latest)
-            started = time.monotonic()
-            deadline = started + self.timeout
             due = next_bookmark(started, self.interval, deadline)
             while (now := time.monotonic()) < deadline:
                 wake = deadline if due is None else min(deadline, due)
