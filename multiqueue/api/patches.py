@@ -9,9 +9,9 @@ Every function returns a new object and leaves its inputs alone. A patch that ca
 :class:`PatchError` carrying the status the API server answers with; nothing else is raised, whatever the input.
 Error texts are upstream's (evanphx/json-patch, apimachinery's strategicpatch) where the case exists there.
 
-One deliberate difference from upstream's strategic merge: without ``$setElementOrder``, items a patch adds to a
-merging list go after the existing ones, in patch order (upstream interleaves them before the server's items).
-``kubectl apply`` always sends ``$setElementOrder``, and then the order follows upstream's rules.
+A merged list is ordered as upstream orders it: without ``$setElementOrder``, the items the patch names (in patch
+order) and the server's other items (in their order) are interleaved by their places in the live list, a new item
+going before any server item it meets (:func:`_interleave`); ``kubectl apply`` sends ``$setElementOrder``.
 """
 
 from __future__ import annotations
@@ -416,6 +416,41 @@ def _element_kind(*lists: list[Any]) -> str | None:
     return kinds.pop() if kinds else None
 
 
+class _Unkeyed:
+    """The identity of an item without a merge key: equal to nothing else."""
+
+
+def _interleave(
+    merged: list[Any],
+    patch_order: list[Hashable],
+    live_order: list[Hashable],
+    identity: Callable[[Any], Hashable],
+) -> list[Any]:
+    """A merged list in upstream's order (strategicpatch's normalizeElementOrder and mergeSortedSlice).
+
+    The items the patch names, in patch order, and the server's other items, in live order, are merged as two
+    sorted runs: a server item goes first only when both it and the next patch item are in the live list and it
+    comes earlier there.
+    """
+
+    def place(order: list[Hashable], item: Any) -> int | None:
+        token = identity(item)
+        return order.index(token) if token in order else None
+
+    named = [item for item in merged if identity(item) in patch_order]
+    named.sort(key=lambda item: patch_order.index(identity(item)))
+    server_only = [item for item in merged if identity(item) not in patch_order]
+    out: list[Any] = []
+    while server_only or named:
+        if server_only and named:
+            left, right = place(live_order, server_only[0]), place(live_order, named[0])
+            take_server = left is not None and right is not None and left < right
+        else:
+            take_server = bool(server_only)
+        out.append(server_only.pop(0) if take_server else named.pop(0))
+    return out
+
+
 def _merge_key_of(entry: Obj, key: str) -> Any:
     if key not in entry:
         raise PatchError(f"map: {_go(entry)} does not contain declared merge key: {key}")
@@ -464,23 +499,25 @@ class _StrategicMerge:
             return self.merge_list(current if isinstance(current, list) else [], patch, path)
         return patch
 
-    def merge_list(self, current: list[Any], patch: list[Any], path: str) -> list[Any]:
+    def merge_list(self, current: list[Any], patch: list[Any], path: str, ordered: bool = True) -> list[Any]:
+        """``ordered``: in upstream's order (:func:`_interleave`); otherwise merged items stay in place and new
+        ones follow, for ``$setElementOrder`` to order."""
         strategy = self.merge_keys.get(path)
         if strategy is None:
             return self._fresh(patch, path)
         if _element_kind(current, patch) != "object":
-            return self._union(current, patch)
+            return self._union(current, patch, ordered)
         if strategy == PRIMITIVE_SET:
             raise PatchError("cannot merge lists without merge key for type map")
-        return self._merge_by_key(current, patch, strategy, path)
+        return self._merge_by_key(current, patch, strategy, path, ordered)
 
     def _fresh(self, items: list[Any], path: str) -> list[Any]:
         """A list replaced whole: its items rebuilt from nothing, list directives dropped."""
         return [self.merge_value(None, item, f"{path}[]") for item in items if not _carries_directive(item)]
 
     @staticmethod
-    def _union(current: list[Any], patch: list[Any]) -> list[Any]:
-        """A set of primitives: the existing items, then the patch's new ones, each once."""
+    def _union(current: list[Any], patch: list[Any], ordered: bool) -> list[Any]:
+        """A set of primitives: every item once, ordered as upstream orders a merged list."""
         seen: set[Hashable] = set()
         union = []
         for item in (*current, *patch):
@@ -488,10 +525,16 @@ class _StrategicMerge:
             if token not in seen:
                 seen.add(token)
                 union.append(item)
-        return union
+        if not ordered:
+            return union
+        return _interleave(
+            union, [_token(item) for item in patch], [_token(item) for item in current], _token
+        )
 
-    def _merge_by_key(self, current: list[Obj], patch: list[Obj], key: str, path: str) -> list[Any]:
-        """Items with the same merge key merge; new ones are appended in patch order."""
+    def _merge_by_key(
+        self, current: list[Obj], patch: list[Obj], key: str, path: str, ordered: bool
+    ) -> list[Any]:
+        """Items with the same merge key merge; new ones are added."""
         plain = [entry for entry in patch if _PATCH not in entry]
         doomed: set[Hashable] = set()
         replace = False
@@ -515,7 +558,14 @@ class _StrategicMerge:
                 items.append(self.merge_map({}, entry, f"{path}[]"))
             else:
                 items[match] = self.merge_map(items[match], entry, f"{path}[]")
-        return items
+        if not ordered:
+            return items
+
+        def merge_key(item: Obj) -> Hashable:
+            return _token(item[key]) if key in item else _Unkeyed()
+
+        patch_order = [_token(_merge_key_of(entry, key)) for entry in plain]
+        return _interleave(items, patch_order, [merge_key(item) for item in current], merge_key)
 
     @staticmethod
     def _retain_keys(target: Obj, patch: Obj) -> None:
@@ -560,7 +610,7 @@ class _StrategicMerge:
             child = _join(path, field)
             ordering = _Ordering(self.merge_keys.get(child) or None)
             ordering.check(change, order)
-            merged = self.merge_list(live, change, child) if field in patch else live
+            merged = self.merge_list(live, change, child, ordered=False) if field in patch else live
             # Upstream's merge reuses the live list's storage, so the "live order" it then consults is the merged
             # list's first len(live) places: deletions move later items up, additions fill the places freed.
             # Reading it the same way orders lists exactly as a real API server does.

@@ -251,7 +251,6 @@ class LocalClusters:
             token=_token(folder),
             port=cluster.port or _reusable_port(folder / "port"),
             state_dir=folder,
-            log_dir=folder / "logs",
             tls_cert_file=tls.cert_file,
             tls_key_file=tls.key_file,
             ca_file=tls.ca_file,

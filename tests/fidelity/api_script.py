@@ -439,6 +439,20 @@ def kind_steps(kind: Kind) -> list[Action]:
             },
             watch=True,
         ),
+        # alpha leaves this selector at patch-json (a DELETED showing it as it last matched) and comes back at
+        # patch-strategic (ADDED).
+        Step(
+            f"{k}/watch-label",
+            "GET",
+            base,
+            query={
+                "watch": "true",
+                "resourceVersion": "{rv0}",
+                "labelSelector": "app=fidelity,patched!=json",
+                "timeoutSeconds": "1",
+            },
+            watch=True,
+        ),
     ]
     if kind.field_selector:
         steps.insert(

@@ -4,7 +4,7 @@ What is different by nature between two clusters is replaced by a placeholder be
 resourceVersions, timestamps (also those of ``managedFields`` entries, whose fields and managers are compared),
 generated names, continue tokens and ``selfLink``. What remains must be equal: the status code, the body (for errors the
 Status reason, message and causes), the ``Warning`` headers and, for a watch, the event types in order with the
-objects' names.
+objects' names and labels, counting only the events of writes both servers answered alike (:func:`events_of`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -95,11 +95,52 @@ def _event_type(event: Any) -> str:
     return str(event.get("type")) if isinstance(event, dict) else "?"
 
 
-def _event_summary(event: Any) -> str:
+def _event_meta(event: Any) -> dict[str, Any]:
     obj = event.get("object") if isinstance(event, dict) else None
     meta = obj.get("metadata") if isinstance(obj, dict) else None
-    name = meta.get("generateName") or meta.get("name") if isinstance(meta, dict) else None
-    return f"{_event_type(event)} {name}"
+    return meta if isinstance(meta, dict) else {}
+
+
+def _event_summary(event: Any) -> str:
+    """Type, name and labels: enough to tell which state of which object a watch was shown."""
+    meta = _event_meta(event)
+    name = meta.get("generateName") or meta.get("name")
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return f"{_event_type(event)} {name} {{{shown}}}"
+
+
+def writers(answers: Mapping[str, Answer], writes: Iterable[str]) -> dict[str, str]:
+    """resourceVersion -> the write (of ``writes``, in order) whose successful answer first carried it: which
+    request made each event a watch shows."""
+    made: dict[str, str] = {}
+    for request_id in writes:
+        answer = answers[request_id]
+        meta = answer.body.get("metadata") if isinstance(answer.body, dict) else None
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if 200 <= answer.code < 300 and rv:
+            made.setdefault(str(rv), request_id)
+    return made
+
+
+def events_of(answer: Answer, made_by: Mapping[str, str], agreed: Container[str]) -> Answer:
+    """A watch's answer with only the events of writes both servers answered alike.
+
+    A write the two servers answered differently is a difference of its own request; its event (or the lack of
+    one) would only repeat it here. Objects no request of the script wrote (a namespace's root CA ConfigMap and
+    ServiceAccount, made by controllers at their own pace) appear in either watch by timing. What is left shows
+    how the watch itself behaves: order, types, selectors, the state each event carries.
+    """
+    if answer.events is None:
+        return answer
+    kept = []
+    for event in answer.events:
+        if _event_type(event) in ("ADDED", "MODIFIED", "DELETED"):
+            author = made_by.get(str(_event_meta(event).get("resourceVersion")))
+            if author is None or author not in agreed:
+                continue
+        kept.append(event)
+    return dataclasses.replace(answer, events=kept)
 
 
 def differences(embedded: Mapping[str, Any], upstream: Mapping[str, Any]) -> list[str]:

@@ -27,7 +27,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from tests.fidelity import api_script
 from tests.fidelity.api_script import Group, Step, Wait
-from tests.fidelity.compare import Answer, differences, judge, load_known, normalize
+from tests.fidelity.compare import Answer, differences, events_of, judge, load_known, normalize, writers
 from tests.fidelity.conftest import CLUSTER, Pair
 
 WAIT_TIMEOUT = 30.0
@@ -128,10 +128,14 @@ async def run_pair(embedded: KubeClient, upstream: KubeClient) -> list[dict[str,
 
 
 def compare_answers(ours: dict[str, Answer], theirs: dict[str, Answer]) -> list[dict[str, Any]]:
+    steps = api_script.steps()
+    agreed = {s.id for s in steps if ours[s.id].code == theirs[s.id].code}
+    writes = [s.id for s in steps if s.method != "GET"]
+    our_writers, their_writers = writers(ours, writes), writers(theirs, writes)
     outcomes = []
-    for step in api_script.steps():
-        a = normalize(ours[step.id])
-        b = normalize(theirs[step.id])
+    for step in steps:
+        a = normalize(events_of(ours[step.id], our_writers, agreed))
+        b = normalize(events_of(theirs[step.id], their_writers, agreed))
         diff = differences(a, b)
         outcomes.append({"id": step.id, "match": not diff, "differences": diff, "embedded": a, "upstream": b})
     return outcomes

@@ -116,10 +116,10 @@ async def test_status_subresource_ignores_spec_and_main_ignores_status(http: aio
         http,
         "PATCH",
         "/apis/batch/v1/namespaces/default/jobs/j/status",
-        json={"spec": {"parallelism": 9}, "status": {"active": 0}},
+        json={"spec": {"parallelism": 9}, "status": {"active": 1}},
         headers={"Content-Type": "application/merge-patch+json"},
     )
-    assert code == 200 and body["spec"]["parallelism"] == 1 and body["status"]["active"] == 0
+    assert code == 200 and body["spec"]["parallelism"] == 1 and body["status"]["active"] == 1
     code, body = await _call(
         http,
         "PATCH",
@@ -127,7 +127,7 @@ async def test_status_subresource_ignores_spec_and_main_ignores_status(http: aio
         data=json.dumps({"spec": {"parallelism": 2}, "status": {"active": 5}}),
         headers={"Content-Type": "application/merge-patch+json"},
     )
-    assert code == 200 and body["spec"]["parallelism"] == 2 and body["status"]["active"] == 0
+    assert code == 200 and body["spec"]["parallelism"] == 2 and body["status"]["active"] == 1
     assert body["metadata"]["generation"] == 2
 
 

@@ -1,8 +1,8 @@
 """The local kubelet as a node agent, against the embedded API server: its Node reads back through the official
 Python client, its Lease in kube-node-lease is renewed, its status heartbeats go on and a Ready condition someone
 else changed is put right, the kubelet API serves container logs (tailLines, limitBytes, timestamps, previous,
-follow) to the callers it is told to accept, pod status reads back typed, and with binding off an unbound pod
-stays Pending."""
+follow) to the callers it is told to accept and to the API server's pods/log (which checks kube-apiserver's
+options first), pod status reads back typed, and with binding off an unbound pod stays Pending."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import os
+import re
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -446,3 +447,123 @@ async def test_the_kubelet_api_asks_for_the_token_or_client_certificate_it_is_gi
             assert await get_text(session, "/healthz") == (200, "ok"), "no credentials needed"
         async with https(running, cert) as session:
             assert await get_text(session, path) == (200, "hello\n")
+
+
+# --- pods/log through the API server -------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def through_api(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
+    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
+    async with aiohttp.ClientSession(
+        f"{apiserver.url}/api/v1/namespaces/default/pods/", headers=headers
+    ) as session:
+        yield session
+
+
+async def read_log(session: aiohttp.ClientSession, pod: str, **params: str) -> tuple[int, Any]:
+    async with session.get(f"{pod}/log", params=params) as response:
+        if response.content_type == "application/json":
+            return response.status, (await response.json())["message"]
+        return response.status, await response.text()
+
+
+async def test_pods_log_takes_kube_apiservers_options_and_reads_the_kubelets_log(
+    apiserver: ApiServer, api: Api, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    await api.client.create(
+        PODS, pod_body("lines", ["sh", "-c", "echo one; echo two; echo three"], node=NODE), "default"
+    )
+    multi = pod_body("multi", ["sh", "-c", "echo a"], node=NODE)
+    multi["spec"]["containers"].append({"name": "b", "image": "busybox", "command": ["sh", "-c", "echo b"]})
+    multi["spec"]["initContainers"] = [{"name": "init", "image": "busybox", "command": ["echo", "init"]}]
+    await api.client.create(PODS, multi, "default")
+    # Its first attempt failed an hour ago, as a restarted kubelet's records would show; the second one runs now.
+    argv = ["sh", "-c", "echo second try"]
+    retried = await api.client.create(
+        PODS, pod_body("retried", argv, policy="OnFailure", node=NODE), "default"
+    )
+    records = containers.PodRecords(logs / "default" / "retried", retried["metadata"]["uid"])
+    records.begin(NODE, "default", "retried", "2025-01-01T00:00:00Z")
+    run_dir = records.container("main").start(1, "2025-01-01T00:00:00Z")
+    (run_dir / containers.LOG_START).write_text("0\n")
+    (logs / "default" / "retried" / "main.log").write_text("first try\n")
+    (run_dir / "exit").write_text("1\n")
+    hour_ago = (run_dir / "exit").stat().st_mtime - 3600
+    os.utime(run_dir / "exit", (hour_ago, hour_ago))
+
+    async with kubelet(api, apiserver, logs), through_api(apiserver) as session:
+        await api.until(lambda: all(phase(api.pod(p)) == "Succeeded" for p in ("lines", "multi", "retried")))
+        assert await read_log(session, "lines") == (200, "one\ntwo\nthree\n")
+        assert await read_log(session, "lines", tailLines="2") == (200, "two\nthree\n")
+        assert await read_log(session, "lines", limitBytes="6") == (200, "one\ntw")
+        assert await read_log(session, "lines", sinceSeconds="3600") == (200, "one\ntwo\nthree\n")
+        assert await read_log(session, "lines", sinceTime="2099-01-01T00:00:00Z") == (200, "")
+        status, stamped = await read_log(session, "lines", timestamps="true")
+        assert status == 200
+        for line, text in zip(stamped.splitlines(), ("one", "two", "three"), strict=True):
+            stamp, rest = line.split(" ", 1)
+            assert rest == text and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z", stamp), line
+        assert await read_log(session, "retried") == (200, "second try\n")
+        assert await read_log(session, "retried", previous="true") == (200, "first try\n")
+        assert await read_log(session, "lines", previous="true") == (
+            400,
+            'previous terminated container "main" in pod "lines" not found',
+        )
+        assert await read_log(session, "multi") == (
+            400,
+            "a container name must be specified for pod multi, choose one of: [init main b]",
+        )
+        assert await read_log(session, "multi", container="nope") == (
+            400,
+            "container nope is not valid for pod multi",
+        )
+        assert await read_log(session, "multi", container="b") == (200, "b\n")
+        assert await read_log(session, "multi", container="init") == (200, "init\n")
+        assert await read_log(session, "lines", tailLines="-1") == (
+            422,
+            'PodLogOptions "lines" is invalid: tailLines: Invalid value: -1: must be greater than or equal to 0',
+        )
+        assert await read_log(session, "lines", sinceSeconds="5", sinceTime="2020-01-01T00:00:00Z") == (
+            422,
+            'PodLogOptions "lines" is invalid: []: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be '
+            "specified",
+        )
+        assert await read_log(session, "lines", tailLines="x") == (
+            400,
+            'strconv.ParseInt: parsing "x": invalid syntax',
+        )
+        assert await read_log(session, "lines", sinceTime="yesterday") == (
+            400,
+            'parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"',
+        )
+
+
+async def test_following_a_log_through_the_api_server_sends_each_line_once(
+    apiserver: ApiServer, api: Api, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    script = f"echo one; echo two; while [ ! -e {gate} ]; do sleep 0.05; done; echo three"
+    await api.client.create(PODS, pod_body("follow", ["sh", "-c", script], node=NODE), "default")
+    async with kubelet(api, apiserver, tmp_path / "logs"), through_api(apiserver) as session:
+        await api.until(lambda: phase(api.pod("follow")) == "Running")
+        async with session.get("follow/log", params={"follow": "true"}) as response, asyncio.timeout(30):
+            assert [await response.content.readline() for _ in range(2)] == [b"one\n", b"two\n"]
+        async with session.get("follow/log", params={"follow": "true", "tailLines": "1"}) as response:
+            assert response.status == 200
+            async with asyncio.timeout(30):
+                assert await response.content.readline() == b"two\n"
+                gate.touch()
+                assert await response.content.read() == b"three\n"  # to the end: the container ended
+
+
+async def test_a_pod_on_no_node_has_an_empty_log_and_one_on_a_missing_node_none(
+    apiserver: ApiServer, api: Api, tmp_path: Path
+) -> None:
+    await api.client.create(PODS, pod_body("waiting", ["true"]), "default")
+    await api.client.create(PODS, pod_body("lost", ["true"], node="ghost"), "default")
+    async with through_api(apiserver) as session:
+        assert await read_log(session, "waiting") == (200, "")
+        assert await read_log(session, "lost") == (404, 'pods "ghost" not found')
+        assert await read_log(session, "absent") == (404, 'pods "absent" not found')

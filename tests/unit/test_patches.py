@@ -368,8 +368,8 @@ def _names(items: list[dict[str, Any]]) -> list[str]:
         pytest.param(
             {"spec": {"containers": [{"name": "grape", "image": "g"}, {"name": "cherry", "image": "c"}]}},
             "spec.containers",
-            [*POD["spec"]["containers"], {"name": "grape", "image": "g"}, {"name": "cherry", "image": "c"}],
-            id="new-items-appended-in-patch-order",
+            [{"name": "grape", "image": "g"}, {"name": "cherry", "image": "c"}, *POD["spec"]["containers"]],
+            id="new-items-go-before-the-servers-in-patch-order",
         ),
         pytest.param(
             {
@@ -426,8 +426,8 @@ def _names(items: list[dict[str, Any]]) -> list[str]:
         pytest.param(
             {"metadata": {"finalizers": ["c", "a", "c"]}},
             "metadata.finalizers",
-            ["a", "b", "c"],
-            id="finalizers-union-existing-then-new",
+            ["c", "a", "b"],
+            id="finalizers-union-in-upstreams-order",
         ),
         pytest.param(
             {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a", "zz"]}},
@@ -453,8 +453,8 @@ def _names(items: list[dict[str, Any]]) -> list[str]:
             "status.conditions",
             [
                 {"type": "Ready", "status": "True"},
-                {"type": "Initialized", "status": "True"},
                 {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
             ],
             id="conditions-merge-by-type",
         ),
@@ -689,7 +689,7 @@ def test_job_status_conditions_merge_by_type() -> None:
             {"spec": {"podCIDRs": ["10.0.0.0/24"]}},
             {"spec": {"podCIDRs": ["10.0.1.0/24"]}},
             "spec.podCIDRs",
-            ["10.0.0.0/24", "10.0.1.0/24"],
+            ["10.0.1.0/24", "10.0.0.0/24"],
             id="node-pod-cidrs-union",
         ),
         pytest.param(
@@ -707,7 +707,7 @@ def test_job_status_conditions_merge_by_type() -> None:
             {"metadata": {"finalizers": ["a"]}, "spec": {"items": [{"name": "a"}]}},
             {"metadata": {"finalizers": ["b"]}, "spec": {"items": [{"name": "b"}]}},
             "",
-            {"metadata": {"finalizers": ["a", "b"]}, "spec": {"items": [{"name": "b"}]}},
+            {"metadata": {"finalizers": ["b", "a"]}, "spec": {"items": [{"name": "b"}]}},
             id="unknown-kind-merges-metadata-lists-only",
         ),
         pytest.param(

@@ -85,6 +85,11 @@ def message(name: str) -> Message:
     return Message(name, entry.get("render", ""), fields)
 
 
+def is_message(name: str) -> bool:
+    """Whether a field's type is a message of the table (else a scalar)."""
+    return name in _table()["messages"]
+
+
 def message_for(api_version: str, kind: str) -> str | None:
     """The message of a kind the server serves (or DeleteOptions); None for any other."""
     found: str | None = _table()["kinds"].get(f"{api_version}/{kind}")
@@ -255,7 +260,7 @@ def _render(msg: Message, data: bytes) -> Any:
             if not field.omitempty:
                 out[field.json_name] = None
             continue
-        if (field.omitempty and _empty(field, value)) or (
+        if (field.omitempty and is_empty(field, value)) or (
             field.omitzero and not field.pointer and value == _zero(field)
         ):
             continue
@@ -272,7 +277,7 @@ def _field_value(field: Field, values: list[Scalar]) -> tuple[bool, Any]:
         return bool(values), [_json_value(field.type, v) for v in values]
     if not values:
         return (False, None) if field.pointer else (True, _zero(field))
-    if field.type in _table()["messages"]:
+    if is_message(field.type):
         return True, _json_value(field.type, _joined(values))  # a message given in parts is their merge
     return True, _json_value(field.type, values[-1])
 
@@ -317,16 +322,16 @@ def _number(value: float) -> float | int:
 
 def _zero(field: Field) -> Any:
     """The JSON of the zero value of a field's (non-pointer) Go type."""
-    if field.type in _table()["messages"]:
+    if is_message(field.type):
         return _render(message(field.type), b"")
     return {"string": "", "bytes": None, "bool": False}.get(field.type, 0)
 
 
-def _empty(field: Field, value: Any) -> bool:
+def is_empty(field: Field, value: Any) -> bool:
     """Go's omitempty: false, 0, "", and empty slices and maps are left out; structs never are."""
     if field.map or field.repeated:
         return not value
-    if field.type in _table()["messages"]:
+    if is_message(field.type):
         return False
     return value in (None, "", 0, False) and not (field.pointer and value is not None)
 

@@ -18,6 +18,7 @@ from multiqueue.api import apply as smd
 from multiqueue.api import continuation, errors, managedfields, patches, schemas, selectors
 from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver import gojson
 from multiqueue.local.apiserver.openapi import kind_structure
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
@@ -88,14 +89,22 @@ class Rest:
         field_selector: str = "",
         limit: int = 0,
         continue_token: str = "",
+        at: int | None = None,
     ) -> Obj:
+        """``at``: the objects as they were at that resourceVersion (resourceVersionMatch=Exact)."""
         matches = self.matcher(rtype, label_selector, field_selector)
         start = _decode_continue(continue_token) if continue_token else None
-        rv = self.store.resource_version
+        scope = namespace if rtype.namespaced else None
+        rv = self.store.resource_version if at is None else at
         items: list[Obj] = []
         remaining = 0
         next_token = ""
-        for obj in self.store.list_objects(rtype.key, namespace if rtype.namespaced else None):
+        listed = (
+            self.store.list_objects(rtype.key, scope)
+            if at is None
+            else self.store.objects_at(rtype.key, scope, at)
+        )
+        for obj in listed:
             meta = metadata(obj)
             key = (str(meta.get("namespace") or ""), str(meta.get("name")))
             if start is not None and key <= start:
@@ -198,6 +207,7 @@ class Rest:
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
+        gojson.omit_empty(rtype.api_version, rtype.kind, obj)
         drop_empty_metadata(obj)
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
@@ -447,6 +457,7 @@ class Rest:
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
         strategy.canonicalize(new)
+        gojson.omit_empty(rtype.api_version, rtype.kind, new)
         drop_empty_metadata(new)
         if self._finalizers_added_while_deleting(new, old):
             raise _error(

@@ -21,12 +21,23 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors, managedfields
-from multiqueue.api.meta import as_dict, metadata
+from multiqueue.api import errors, listoptions, managedfields
+from multiqueue.api.meta import metadata
+from multiqueue.api.query import flag
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import decoding, discovery, openapi, openapi_v2, protobuf, reviews, tables
+from multiqueue.local.apiserver import (
+    decoding,
+    discovery,
+    openapi,
+    openapi_v2,
+    protobuf,
+    reviews,
+    tables,
+    watches,
+)
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
+from multiqueue.local.apiserver.podlog import PodLogs
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest
@@ -37,9 +48,9 @@ log = logging.getLogger(__name__)
 MAX_BODY: Final = 3 * 1024 * 1024
 UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
-INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 DEFAULT_WATCH_TIMEOUT: Final = 1800
 UNKNOWN_FORMAT: Final = "the body of the request was in an unknown format - accepted media types include:"
+LIST_TOO_OLD: Final = "The resourceVersion for the provided list is too old."
 JSON_TYPES: Final = (
     "application/json, application/json-patch+json, application/merge-patch+json, "
     "application/strategic-merge-patch+json"
@@ -57,8 +68,6 @@ class ServerConfig:
     state_dir: Path | None = None
     watch_window: int = DEFAULT_WINDOW
     bookmark_interval: float = 60.0
-    # Where the local kubelet writes container logs: <log_dir>/<namespace>/<pod>/<container>.log
-    log_dir: Path | None = None
     # Serve HTTPS with this certificate and key (kubectl sends bearer tokens only over TLS).
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -86,6 +95,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
+        self._pod_logs = PodLogs()
         self.port = config.port
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -134,6 +144,7 @@ class ApiServer:
             task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._pod_logs.close()
         if self._backend is not None:
             await self._backend.close()
 
@@ -294,7 +305,7 @@ class ApiServer:
         dry_run = query.get("dryRun") == "All"
         if method == "PUT" and not name and rtype.schema is not None:
             raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
-        verb = _verb(method, bool(name), _truthy(query.get("watch")))
+        verb = _verb(method, bool(name), flag(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
             raise _method_not_allowed()
@@ -304,18 +315,26 @@ class ApiServer:
         if verb == "WATCH":
             return await self._watch(request, rtype, namespace or None, name)
         if verb == "LIST":
-            listing = rest.list_collection(
-                rtype,
-                namespace or None,
-                query.get("labelSelector", ""),
-                _with_name(query.get("fieldSelector", ""), name),
-                _int(query.get("limit"), 0),
-                query.get("continue", ""),
-            )
+            list_options = listoptions.parse(query)
+            found = listoptions.errors(list_options)
+            if found:
+                raise ApiError(listoptions.invalid(found))
+            try:
+                listing = rest.list_collection(
+                    rtype,
+                    namespace or None,
+                    query.get("labelSelector", ""),
+                    _with_name(query.get("fieldSelector", ""), name),
+                    _int(query.get("limit"), 0),
+                    query.get("continue", ""),
+                    self._list_version(list_options),
+                )
+            except Expired as exc:
+                raise ApiError(errors.gone_status(LIST_TOO_OLD)) from exc
             return self._respond_list(request, rtype, listing)
         if verb == "GET":
             if sub == "log":
-                return await self._pod_log(request, rest.get(rtype, namespace, name))
+                return await self._pod_logs.serve(request, rest.get(rtype, namespace, name), self.store)
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
             body, warned = await _object_body(request, rtype, "CreateOptions")
@@ -339,7 +358,7 @@ class ApiServer:
                 config, warned = decoding.decode_apply(
                     await _patch_body(request), query.get("fieldValidation", "")
                 )
-                force = _truthy(query.get("force"))
+                force = flag(query.get("force"))
                 applied, made = await rest.apply(
                     rtype, namespace, name, config, sub, dry_run, query["fieldManager"], force
                 )
@@ -383,6 +402,21 @@ class ApiServer:
             return _json(listing)
         raise _method_not_allowed()
 
+    def _list_version(self, options: listoptions.ListOptions) -> int | None:
+        """The resourceVersion a LIST must show (Exact), or None for now; a version this server has not reached
+        is a 504, as upstream answers once it gave up waiting for it."""
+        if options.legacy_version:
+            return None
+        requested = _int(options.resource_version, 0)
+        current = self.store.resource_version
+        if requested > current:
+            message = f"Timeout: Too large resource version: {requested}, current: {current}"
+            cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            raise ApiError(
+                errors.status(504, "Timeout", message, {"causes": [cause], "retryAfterSeconds": 1})
+            )
+        return requested if options.resource_version_match == listoptions.EXACT else None
+
     def _respond_object(
         self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200
     ) -> web.Response:
@@ -406,159 +440,57 @@ class ApiServer:
         matches = self.rest.matcher(
             rtype, query.get("labelSelector", ""), _with_name(query.get("fieldSelector", ""), name)
         )
-        requested = query.get("resourceVersion", "")
-        send_initial = _truthy(query.get("sendInitialEvents"))
-        bookmarks = _truthy(query.get("allowWatchBookmarks"))
+        options = listoptions.with_defaults(listoptions.parse(query))
+        found = listoptions.errors(options)
+        if found:
+            raise ApiError(listoptions.invalid(found))
+        requested = -1 if options.legacy_version else _int(options.resource_version, -1)
+        if not options.legacy_version and requested < 0:
+            raise ApiError(errors.bad_request_status(f"invalid resource version: {options.resource_version}"))
         timeout = _int(query.get("timeoutSeconds"), DEFAULT_WATCH_TIMEOUT)
         as_table = _wants_table(request)
         include = _include_object(request)
-        store = self.store
-        since = _int(requested, -1) if requested not in ("", "0") else store.resource_version
-        if since < 0:
-            raise ApiError(errors.bad_request_status(f"invalid resource version: {requested}"))
+        columns_sent = False
+
+        async def send(kind: str, obj: Obj) -> None:
+            nonlocal columns_sent
+            if kind != "BOOKMARK":
+                obj = self.rest._present(rtype, obj)
+                if as_table:
+                    obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
+                    columns_sent = True
+            await _send(response, {"type": kind, "object": obj})
+
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
         )
         response.enable_chunked_encoding()
         await response.prepare(request)
-        try:
-            watcher, backlog = store.watch(rtype.key, namespace, since)
-        except Expired as exc:
-            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
-            return response
+        stream = watches.WatchStream(
+            self.store,
+            rtype,
+            namespace,
+            matches,
+            send,
+            options.allow_bookmarks,
+            timeout,
+            self.config.bookmark_interval,
+        )
+        # Taken after the headers went out, so the objects listed and the events after them meet exactly.
+        initial = bool(options.send_initial_events)
+        since = self.store.resource_version if initial or requested < 0 else requested
         task = asyncio.current_task()
         if task is not None:
             self._watch_tasks.add(task)
-        columns_sent = False
-
-        async def send(kind: str, obj: Obj) -> None:
-            nonlocal columns_sent
-            if as_table and kind != "BOOKMARK":
-                obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
-                columns_sent = True
-            await _send(response, {"type": kind, "object": obj})
-
         try:
-            if requested in ("", "0") or send_initial:
-                for obj in store.list_objects(rtype.key, namespace):
-                    if matches(obj):
-                        await send("ADDED", self.rest._present(rtype, obj))
-                if send_initial:
-                    await send("BOOKMARK", _bookmark(rtype, since, initial_events_end=True))
-            for missed in backlog:
-                await self._send_event(send, rtype, missed.type, missed.obj, missed.old, matches)
-            deadline = time.monotonic() + timeout
-            last_rv = since
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    event = await asyncio.wait_for(
-                        watcher.next(), min(remaining, self.config.bookmark_interval)
-                    )
-                except TimeoutError:
-                    if bookmarks and time.monotonic() < deadline:
-                        await send("BOOKMARK", _bookmark(rtype, max(last_rv, store.resource_version)))
-                    continue
-                if event is None:
-                    break
-                if event.rv <= since:
-                    continue  # committed after we subscribed, but already part of the initial state we sent
-                last_rv = event.rv
-                await self._send_event(send, rtype, event.type, event.obj, event.old, matches)
+            await stream.run(since, initial)
+        except Expired as exc:
+            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            watcher.close()
             if task is not None:
                 self._watch_tasks.discard(task)
-        with contextlib.suppress(ConnectionResetError, RuntimeError):
-            await response.write_eof()
-        return response
-
-    async def _send_event(
-        self,
-        send: Callable[[str, Obj], Awaitable[None]],
-        rtype: ResourceType,
-        kind: str,
-        obj: Obj,
-        old: Obj | None,
-        matches: Callable[[Obj], bool],
-    ) -> None:
-        """Selectors apply to both sides of a change, as upstream's watch cache does: an object that stops
-        matching is DELETED for this watcher, one that starts matching is ADDED."""
-        now_matches = matches(obj)
-        before = old is not None and kind != "DELETED" and matches(old)
-        if kind == "DELETED":
-            if now_matches or (old is not None and matches(old)):
-                await send("DELETED", self.rest._present(rtype, obj))
-        elif now_matches:
-            await send("MODIFIED" if before else "ADDED", self.rest._present(rtype, obj))
-        elif before:
-            await send("DELETED", self.rest._present(rtype, obj))
-
-    # --- pods/log --------------------------------------------------------------------------------------------
-
-    async def _pod_log(self, request: web.Request, pod: Obj) -> web.StreamResponse:
-        containers = [
-            c.get("name") for c in as_dict(pod.get("spec")).get("containers", []) if isinstance(c, dict)
-        ]
-        container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
-        pod_name = str(metadata(pod).get("name"))
-        if not container:
-            raise ApiError(
-                errors.bad_request_status(
-                    f"a container name must be specified for pod {pod_name}, choose one of: [{' '.join(map(str, containers))}]"
-                )
-            )
-        if container not in containers:
-            raise ApiError(
-                errors.bad_request_status(f"container {container} is not valid for pod {pod_name}")
-            )
-        log_path = self._log_path(pod, container)
-        text = await asyncio.to_thread(_read_text, log_path) if log_path is not None else None
-        if text is None:
-            raise ApiError(
-                errors.bad_request_status(
-                    f'container "{container}" in pod "{pod_name}" is waiting to start: ContainerCreating'
-                )
-            )
-        tail = _int(request.query.get("tailLines"), -1)
-        if tail >= 0:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-tail:]) if tail else ""
-        if not _truthy(request.query.get("follow")):
-            return web.Response(text=text, content_type="text/plain")
-        return await self._follow_log(request, pod, log_path, text)
-
-    def _log_path(self, pod: Obj, container: str) -> Path | None:
-        if self.config.log_dir is None:
-            return None
-        meta = metadata(pod)
-        return self.config.log_dir / str(meta.get("namespace")) / str(meta.get("name")) / f"{container}.log"
-
-    async def _follow_log(
-        self, request: web.Request, pod: Obj, path: Path | None, first: str
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
-        await response.write(first.encode())
-        offset = len(first.encode())
-        meta = metadata(pod)
-        rtype = self.registry.lookup("", "v1", "pods")
-        assert rtype is not None and path is not None
-        while not self._stopping.is_set():
-            current = self.store.get("pods", str(meta.get("namespace")), str(meta.get("name")))
-            chunk = await asyncio.to_thread(_read_from, path, offset)
-            if chunk:
-                await response.write(chunk)
-                offset += len(chunk)
-            phase = as_dict((current or {}).get("status")).get("phase")
-            if current is None or (phase in ("Succeeded", "Failed") and not chunk):
-                break
-            # Log files have no change notification here; a short poll keeps `kubectl logs -f` live.
-            await asyncio.sleep(0.25)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response
@@ -575,13 +507,6 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 async def _send(response: web.StreamResponse, event: Obj) -> None:
     await response.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
-
-
-def _bookmark(rtype: ResourceType, rv: int, initial_events_end: bool = False) -> Obj:
-    meta: Obj = {"resourceVersion": str(rv)}
-    if initial_events_end:
-        meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-    return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
 
 
 def _verb(method: str, named: bool, watch: bool) -> str:
@@ -634,10 +559,6 @@ def _manager(request: web.Request, options_kind: str) -> str:
     if problems:
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", problems))
     return field_manager or managedfields.manager_from_user_agent(request.headers.get("User-Agent", ""))
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true")
 
 
 def _int(value: str | None, default: int) -> int:
@@ -747,7 +668,7 @@ def _delete_options(body: Any, query: Any) -> Obj:
         if key in query and key not in options:
             value: Any = query[key]
             if key == "orphanDependents":
-                value = _truthy(value)
+                value = flag(value)
             options[key] = value
     return options
 
@@ -756,19 +677,3 @@ def _dry_run_in(options: Obj) -> bool:
     """DeleteOptions carry dryRun in the body, where kubectl sends it (``kubectl delete --dry-run=server``)."""
     value = options.get("dryRun")
     return isinstance(value, list) and "All" in value
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read()
-    except FileNotFoundError:
-        return b""

@@ -73,6 +73,11 @@ class Store:
         return self._rv
 
     @property
+    def published_resource_version(self) -> int:
+        """The newest resourceVersion whose event watchers have been offered (writes still committing are not)."""
+        return self._watch.last_rv
+
+    @property
     def oldest_watchable(self) -> int:
         """Watches may start from this resourceVersion or any later one."""
         return self._watch.oldest_watchable
@@ -85,6 +90,23 @@ class Store:
         objects = self._objects[resource]
         keys = sorted(k for k in objects if namespace is None or k[0] == namespace)
         return [objects[k] for k in keys]
+
+    def objects_at(self, resource: str, namespace: str | None, rv: int) -> list[Obj]:
+        """The objects as they were at ``rv`` (a LIST with resourceVersionMatch=Exact), sorted as
+        :meth:`list_objects`: today's, with the changes after ``rv`` undone from the watch window.
+        :class:`Expired` when ``rv`` is older than the window."""
+        objects = {
+            (str(metadata(o).get("namespace") or ""), str(metadata(o).get("name"))): o
+            for o in self.list_objects(resource, namespace)
+        }
+        for event in reversed(self._watch.since(resource, namespace, rv)):
+            meta = metadata(event.obj)
+            key = (str(meta.get("namespace") or ""), str(meta.get("name")))
+            if event.old is None:
+                objects.pop(key, None)
+            else:
+                objects[key] = event.old
+        return [objects[k] for k in sorted(objects)]
 
     def count(self, resource: str) -> int:
         return len(self._objects[resource])

@@ -63,6 +63,11 @@ class Watcher:
     def _end(self) -> None:
         self._queue.put_nowait(None)
 
+    @property
+    def drained(self) -> bool:
+        """Every event offered so far has been taken."""
+        return self._queue.empty()
+
     async def next(self) -> Event | None:
         """The next event, or None once the watch has ended."""
         return await self._queue.get()
@@ -81,12 +86,20 @@ class WatchCache:
     def __init__(self, window: int = DEFAULT_WINDOW) -> None:
         self._window: collections.deque[Event] = collections.deque(maxlen=max(1, window))
         self._base_rv = 0  # the resourceVersion at start-up: older events are not in the window
+        self._last_rv = 0  # the newest event published, of any resource
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
 
     def start_at(self, rv: int) -> None:
         """The store holds everything up to ``rv`` and no event of it: watches may start there."""
         self._base_rv = rv
+        self._last_rv = rv
+
+    @property
+    def last_rv(self) -> int:
+        """The newest resourceVersion whose event every watcher has been offered: a watch that has sent all its
+        queued events is current up to here, so a bookmark may carry it."""
+        return self._last_rv
 
     @property
     def oldest_watchable(self) -> int:
@@ -104,20 +117,26 @@ class WatchCache:
 
         Raises :class:`Expired` when ``since`` is older than the window.
         """
-        if since < self.oldest_watchable:
-            raise Expired(f"too old resource version: {since} ({self.oldest_watchable + 1})")
-        backlog = [
-            e
-            for e in self._window
-            if e.rv > since and e.resource == resource and (not namespace or e.namespace == namespace)
-        ]
+        backlog = self.since(resource, namespace, since)
         watcher = Watcher(self, resource, namespace)
         self._watchers[resource].add(watcher)
         return watcher, backlog
 
+    def since(self, resource: str, namespace: str | None, rv: int) -> list[Event]:
+        """The committed events of ``resource`` after ``rv``, oldest first; :class:`Expired` when ``rv`` is older
+        than the window."""
+        if rv < self.oldest_watchable:
+            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable + 1})")
+        return [
+            e
+            for e in self._window
+            if e.rv > rv and e.resource == resource and (not namespace or e.namespace == namespace)
+        ]
+
     def publish(self, event: Event) -> None:
         """Record a committed event and hand it to every watcher of its resource and every listener."""
         self._window.append(event)
+        self._last_rv = event.rv
         for watcher in list(self._watchers.get(event.resource, ())):
             watcher._offer(event)
         for listener in self._listeners:
