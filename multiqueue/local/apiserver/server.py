@@ -623,7 +623,7 @@ async def _object_body(request: web.Request, rtype: ResourceType, options_kind: 
 
 
 async def _body(request: web.Request, rtype: ResourceType) -> Any:
-    """The object a create, an update or a review sends: JSON, or protobuf for a built-in kind."""
+    """The object a create, an update or a review sends: JSON, YAML, or protobuf for a built-in kind."""
     raw = await _raw_body(request)
     if _media_type(request) == protobuf.MEDIA_TYPE:
         if rtype.schema is not None:
@@ -633,7 +633,11 @@ async def _body(request: web.Request, rtype: ResourceType) -> Any:
             return protobuf.read_object(raw, rtype.api_version, rtype.kind)
         except protobuf.DecodeError as exc:
             raise ApiError(errors.bad_request_status(str(exc))) from exc
-    body = _json_body(request, raw)
+    body = (
+        decoding.read_yaml(raw, rtype.kind)
+        if _media_type(request) == decoding.YAML
+        else _json_body(request, raw)
+    )
     if body is None:
         raise ApiError(errors.bad_request_status("the request body is empty"))
     return body
