@@ -36,9 +36,11 @@ V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscovery
 
 def test_version_info() -> None:
     info = version_info()
-    assert (info["major"], info["minor"], info["gitVersion"]) == ("1", "33", "v1.33.0-multiqueue")
-    assert (info["emulationMajor"], info["emulationMinor"]) == ("1", "33")
-    assert (info["minCompatibilityMajor"], info["minCompatibilityMinor"]) == ("1", "32")
+    assert (info["major"], info["minor"], info["gitVersion"]) == ("1", "37", "v1.37.2+multiqueue"), (
+        "the pinned release"
+    )
+    assert (info["emulationMajor"], info["emulationMinor"]) == ("1", "37")
+    assert (info["minCompatibilityMajor"], info["minCompatibilityMinor"]) == ("1", "36")
     os_name, _, arch = info["platform"].partition("/")
     assert os_name and arch and arch != "x86_64"
 
@@ -130,7 +132,7 @@ def _resources(group: str, version: str) -> dict[str, Obj]:
             "",
             "namespaces",
             {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
-             "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
              "shortNames": ["ns"]},
             id="cluster-scoped",
         ),

@@ -11,10 +11,13 @@ document of the group version it needs:
 
 kubectl 1.27 and 1.28 read /openapi/v2 instead, made from the same definitions and operations (openapi_v2.py).
 
-Built-in kinds' schemas are generated from the official client's pydantic models; a CRD's kinds use its
-openAPIV3Schema. Lists that merge by key carry ``x-kubernetes-patch-merge-key`` from the table the server's
-strategic merge uses. Generating a document is slow, so each is rendered once per set of types and cached with
-its hash. The hash is over the rendered bytes, as upstream's: a change in the generator moves it too, so clients
+Built-in kinds' schemas are generated from the official client's pydantic models (fields, types, references,
+``required``, descriptions); what the models lose (upstream's definition names, formats, ``x-kubernetes-*``
+extensions such as list types, map keys and patch merge keys, quantities and micro-times typed by reference) comes
+from openapi_facts.json, written from the pinned release by hack/openapi_facts.py. A CRD's kinds use its
+openAPIV3Schema. Paths are laid out as upstream's: parameters every operation of a path takes sit on the path,
+and each group version has its own resource list. Generating a document is slow, so each is rendered once per set
+of types and cached with its hash. The hash is over the rendered bytes, as upstream's: a change in the generator moves it too, so clients
 holding "immutable" copies fetch again.
 """
 
@@ -26,194 +29,53 @@ import email.utils
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import kubernetes.client.models as models
 
-from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.discovery import KUBERNETES_VERSION
 from multiqueue.local.apiserver.resources import CREATE_ONLY, ResourceType
 
 _REF: Final = "#/components/schemas/"
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"
-_APIEXTENSIONS: Final = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"
-TIME: Final = f"{_META}.Time"
-MICRO_TIME: Final = f"{_META}.MicroTime"
 INT_OR_STRING: Final = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 QUANTITY: Final = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _PATCH: Final = f"{_META}.Patch"
 _STATUS: Final = f"{_META}.Status"
 _DELETE_OPTIONS: Final = f"{_META}.DeleteOptions"
+# The documents' info.version: the release's major.minor, as upstream's.
+INFO_VERSION: Final = ".".join(KUBERNETES_VERSION)
+_RESOURCE_LIST: Final = f"{_META}.APIResourceList"
 
-# The client's model names drop the Go package; these say which package a v1 name is from (default: core).
-_META_NAMES: Final = frozenset(
-    {
-        "APIGroup",
-        "APIGroupList",
-        "APIResource",
-        "APIResourceList",
-        "APIVersions",
-        "Condition",
-        "DeleteOptions",
-        "FieldSelectorRequirement",
-        "GroupVersionForDiscovery",
-        "LabelSelector",
-        "LabelSelectorRequirement",
-        "ListMeta",
-        "ManagedFieldsEntry",
-        "ObjectMeta",
-        "OwnerReference",
-        "Preconditions",
-        "ServerAddressByClientCIDR",
-        "Status",
-        "StatusCause",
-        "StatusDetails",
-        "WatchEvent",
-    }
-)
-_GROUP_NAMES: Final = {
-    "batch": frozenset(
-        {
-            "CronJob",
-            "CronJobList",
-            "CronJobSpec",
-            "CronJobStatus",
-            "Job",
-            "JobCondition",
-            "JobList",
-            "JobSchedulingConfiguration",
-            "JobSpec",
-            "JobStatus",
-            "JobTemplateSpec",
-            "PodFailurePolicy",
-            "PodFailurePolicyOnExitCodesRequirement",
-            "PodFailurePolicyOnPodConditionsPattern",
-            "PodFailurePolicyRule",
-            "SuccessPolicy",
-            "SuccessPolicyRule",
-            "UncountedTerminatedPods",
-        }
-    ),
-    "coordination": frozenset({"Lease", "LeaseList", "LeaseSpec"}),
-    "authorization": frozenset(
-        {
-            "FieldSelectorAttributes",
-            "LabelSelectorAttributes",
-            "NonResourceAttributes",
-            "ResourceAttributes",
-            "SelfSubjectAccessReview",
-            "SelfSubjectAccessReviewSpec",
-            "SubjectAccessReviewStatus",
-        }
-    ),
-    "authentication": frozenset({"SelfSubjectReview", "SelfSubjectReviewStatus", "UserInfo"}),
-}
-_APIEXTENSIONS_NAMES: Final = frozenset(
-    {
-        "CustomResourceColumnDefinition",
-        "CustomResourceConversion",
-        "CustomResourceDefinition",
-        "CustomResourceDefinitionCondition",
-        "CustomResourceDefinitionList",
-        "CustomResourceDefinitionNames",
-        "CustomResourceDefinitionSpec",
-        "CustomResourceDefinitionStatus",
-        "CustomResourceDefinitionVersion",
-        "CustomResourceSubresourceScale",
-        "CustomResourceSubresources",
-        "CustomResourceValidation",
-        "ExternalDocumentation",
-        "JSONSchemaProps",
-        "SelectableField",
-        "ValidationRule",
-        "WebhookConversion",
-    }
-)
-# Fields the client types as plain strings but upstream as resource.Quantity (a map of them, or one).
-_QUANTITY_FIELDS: Final = frozenset(
-    {
-        ("V1ResourceRequirements", "limits"),
-        ("V1ResourceRequirements", "requests"),
-        ("V1VolumeResourceRequirements", "limits"),
-        ("V1VolumeResourceRequirements", "requests"),
-        ("V1NodeStatus", "allocatable"),
-        ("V1NodeStatus", "capacity"),
-        ("V1PodSpec", "overhead"),
-        ("V1ContainerStatus", "allocatedResources"),
-        ("V1EmptyDirVolumeSource", "sizeLimit"),
-        ("V1ResourceFieldSelector", "divisor"),
-    }
-)
-# Timestamps with microseconds upstream; every other date-time is a metav1.Time.
-_MICRO_TIME_FIELDS: Final = frozenset(
-    {
-        ("CoreV1Event", "eventTime"),
-        ("CoreV1EventSeries", "lastObservedTime"),
-        ("V1LeaseSpec", "acquireTime"),
-        ("V1LeaseSpec", "renewTime"),
-    }
-)
-_SCALAR_DEFINITIONS: Final[dict[str, Obj]] = {
-    TIME: {
-        "description": "A timestamp in RFC 3339 form, with second precision, in UTC.",
-        "format": "date-time",
-        "type": "string",
-    },
-    MICRO_TIME: {
-        "description": "A timestamp in RFC 3339 form, with microsecond precision, in UTC.",
-        "format": "date-time",
-        "type": "string",
-    },
-    INT_OR_STRING: {
-        "description": "An integer or a string: a port number or name, a count or a percentage.",
-        "format": "int-or-string",
-        "oneOf": [{"type": "integer"}, {"type": "string"}],
-    },
-    QUANTITY: {
-        "description": "A fixed-point number with an optional suffix, such as 100m, 1.5Gi or 2e3.",
-        "oneOf": [{"type": "string"}, {"type": "number"}],
-    },
-    _PATCH: {
-        "description": "The body of a PATCH request, in the format its Content-Type names.",
-        "type": "object",
-    },
-}
-_MODEL_NAME: Final = re.compile(
-    r"(?P<group>[A-Z][a-z]+)?(?P<version>V\d+(?:alpha\d+|beta\d+)?)(?P<name>[A-Z]\w*)"
-)
+# What the client's models lose of upstream's schemas, from the pinned release (hack/openapi_facts.py): each
+# definition's name and model, formats, x-kubernetes-* extensions, references to types the client keeps as plain
+# values, and the shape of definitions the client has no model of.
+FACTS: Final = Path(__file__).with_name("openapi_facts.json")
+_MODEL_ONLY: Final = ("model", "properties")
+
+
+@functools.cache
+def _facts() -> dict[str, Obj]:
+    facts: dict[str, Obj] = json.loads(FACTS.read_text())
+    return facts
+
+
+@functools.cache
+def _definition_names() -> dict[str, str]:
+    return {entry["model"]: name for name, entry in _facts().items() if entry["model"]}
 
 
 def definition_name(model: str) -> str:
     """The upstream definition name of a client model: ``V1JobSpec`` -> ``io.k8s.api.batch.v1.JobSpec``.
 
-    kubectl explain shows the part after the last dot as a field's type, so these keep upstream's names.
+    kubectl explain shows the part after the last dot as a field's type, so these keep upstream's names. A model
+    the served kinds do not reach keeps its own name.
     """
-    if model == "VersionInfo":
-        return "io.k8s.apimachinery.pkg.version.Info"
-    match = _MODEL_NAME.fullmatch(model)
-    if match is None:
-        return model
-    group, version, name = match["group"], match["version"].lower(), match["name"]
-    if group == "Core":
-        return f"io.k8s.api.core.{version}.{name}"
-    if group == "Apiextensions" and version == "v1":
-        return f"{_APIEXTENSIONS}.{name}"
-    if group is not None:
-        return f"io.k8s.api.{group.lower()}.{version}.{name}"
-    if version != "v1":
-        # The client's name does not say which group an alpha or beta type is from.
-        return f"io.k8s.api.{version}.{name}"
-    if name in _META_NAMES:
-        return f"{_META}.{name}"
-    if name in _APIEXTENSIONS_NAMES:
-        return f"{_APIEXTENSIONS}.{name}"
-    for package, names in _GROUP_NAMES.items():
-        if name in names:
-            return f"io.k8s.api.{package}.v1.{name}"
-    return f"io.k8s.api.core.v1.{name}"
+    return _definition_names().get(model, model)
 
 
 def crd_definition_name(group: str, version: str, kind: str) -> str:
@@ -238,12 +100,8 @@ def _description(text: Any) -> Any:
     return text.split("\n\nAttributes:")[0].rstrip() if isinstance(text, str) else text
 
 
-def _convert(node: Any, field: tuple[str, str] | None = None) -> Any:
-    """One pydantic JSON-schema node into the OpenAPI shape upstream publishes.
-
-    ``field`` (model, property) names the property the node describes, for the types pydantic cannot tell
-    apart from plain strings (quantities, micro-times).
-    """
+def _convert(node: Any) -> Any:
+    """One pydantic JSON-schema node into the OpenAPI shape upstream publishes."""
     if isinstance(node, list):
         return [_convert(item) for item in node]
     if not isinstance(node, dict):
@@ -266,8 +124,6 @@ def _convert(node: Any, field: tuple[str, str] | None = None) -> Any:
         result["x-kubernetes-preserve-unknown-fields"] = True
     if not any(k in result for k in ("type", "$ref", "allOf", "anyOf", "oneOf", "properties")):
         result["x-kubernetes-preserve-unknown-fields"] = True
-    if field is not None:
-        result = _special_field(result, field)
     ref = result.pop("$ref", None)
     if isinstance(ref, str):
         result = _wrapped(definition_name(ref.rsplit("/", 1)[-1]), result)
@@ -281,32 +137,43 @@ def _merge_options(options: list[Obj]) -> Obj:
     types = [o.get("type") for o in options]
     if sorted(map(str, types)) == ["integer", "string"] and all(len(o) == 1 for o in options):
         return _ref(INT_OR_STRING)
+    if sorted(map(str, types)) == ["integer", "number"]:
+        return {"type": "number"}
     if types and all(t == "string" for t in types):
         # Secret data: raw bytes or text, base64 on the wire.
         return {"format": "byte", "type": "string"}
     return {"anyOf": options}
 
 
-def _special_field(schema: Obj, field: tuple[str, str]) -> Obj:
-    if schema.get("type") == "string" and schema.get("format") == "date-time":
-        name = MICRO_TIME if field in _MICRO_TIME_FIELDS else TIME
-        return _wrapped(name, {k: v for k, v in schema.items() if k not in ("type", "format")})
-    if field in _QUANTITY_FIELDS:
-        if schema.get("type") == "object":
-            return {**schema, "additionalProperties": _ref(QUANTITY)}
-        return _wrapped(QUANTITY, {k: v for k, v in schema.items() if k != "type"})
-    return schema
+def _with_facts(node: Obj, facts: Obj) -> Obj:
+    """A converted property with upstream's facts on it: a reference where the client has a plain value (a
+    quantity, a micro-time), formats and extensions, and the same for its items and values."""
+    if "ref" in facts:
+        described = facts.get("described", True)
+        node = _wrapped(facts["ref"], {k: v for k, v in node.items() if k == "description" and described})
+    for key, value in facts.items():
+        if key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                node[key] = _with_facts(node[key], value)
+        elif key not in ("ref", "described"):
+            node[key] = value
+    return node
 
 
 def _convert_model(model: str, schema: Obj) -> Obj:
+    facts = _facts().get(definition_name(model), {})
+    known = facts.get("properties", {})
     converted: Obj = {}
     for key, value in schema.items():
         if key in ("title", "$defs") or (key == "additionalProperties" and value is False):
             continue
         if key == "properties":
-            converted[key] = {name: _convert(prop, (model, name)) for name, prop in value.items()}
+            converted[key] = {
+                name: _with_facts(_convert(p), known.get(name, {})) for name, p in value.items()
+            }
         else:
             converted[key] = _description(value) if key == "description" else _convert(value)
+    converted.update({k: v for k, v in facts.items() if k not in _MODEL_ONLY})
     return converted
 
 
@@ -330,75 +197,23 @@ def _gvk(rtype: ResourceType, kind: str | None = None) -> Obj:
     return {"group": rtype.group, "kind": kind or rtype.kind, "version": rtype.version}
 
 
-def _target(schemas: Obj, node: Obj) -> Obj:
-    """The definition a property refers to (directly or through ``allOf``), else the property itself."""
-    ref = node.get("$ref")
-    if ref is None:
-        ref = next((a.get("$ref") for a in node.get("allOf", []) if isinstance(a, dict)), None)
-    if isinstance(ref, str):
-        found = schemas.get(ref.removeprefix(_REF))
-        return found if isinstance(found, dict) else {}
-    return node
-
-
-def _annotate_lists(schemas: Obj, rtype: ResourceType, node: Obj, path: str, seen: frozenset[int]) -> None:
-    """Mark the lists under ``node`` that strategic merge patches by key or as a set.
-
-    Walks the kind's schema along dotted paths (``[]`` steps into list items), the form ``list_strategy`` reads;
-    ``seen`` stops at definitions already on the way down (JSONSchemaProps refers to itself).
-    """
-    target = _target(schemas, node)
-    if id(target) in seen:
-        return
-    seen = seen | {id(target)}
-    for name, prop in (target.get("properties") or {}).items():
-        if not isinstance(prop, dict):
-            continue
-        child = f"{path}.{name}" if path else name
-        if prop.get("type") != "array":
-            _annotate_lists(schemas, rtype, prop, child, seen)
-            continue
-        strategy = list_strategy(rtype.group, rtype.kind, child)
-        if strategy is not None:
-            prop["x-kubernetes-patch-strategy"] = "merge"
-            if strategy == PRIMITIVE_SET:
-                prop["x-kubernetes-list-type"] = "set"
-            else:
-                prop["x-kubernetes-patch-merge-key"] = strategy
-        if isinstance(prop.get("items"), dict):
-            _annotate_lists(schemas, rtype, prop["items"], f"{child}[]", seen)
-
-
-def _merge_annotations(old: Any, new: Any) -> Any:
-    """Two renderings of a shared definition: the same schema, each annotated along its own kind's paths."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        merged = dict(old)
-        for key, value in new.items():
-            merged[key] = _merge_annotations(old[key], value) if key in old else value
-        return merged
-    return old
-
-
 def _add(schemas: Obj, additions: Obj) -> None:
+    """Definitions another kind may have added already, each the same whichever kind needs it."""
     for key, value in additions.items():
-        existing = schemas.get(key)
-        schemas[key] = value if existing is None else _merge_annotations(existing, value)
+        schemas.setdefault(key, value)
 
 
 def _builtin_definitions(rtype: ResourceType, model: str, schemas: Obj) -> tuple[str, str]:
     """Add a built-in kind's definitions and its list's to ``schemas``; (kind name, list name)."""
     name = definition_name(model)
-    kind_schemas = json.loads(_model_definitions(model))
-    _annotate_lists(kind_schemas, rtype, kind_schemas[name], "", frozenset())
-    kind_schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
-    _add(schemas, kind_schemas)
+    _add(schemas, json.loads(_model_definitions(model)))
+    schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
     list_model = f"{model}List"
     if not _has_model(list_model):
         return name, name
-    list_schemas = json.loads(_model_definitions(list_model))
     list_name = definition_name(list_model)
-    list_schemas[list_name]["x-kubernetes-group-version-kind"] = [_gvk(rtype, rtype.list_kind)]
-    _add(schemas, list_schemas)
+    _add(schemas, json.loads(_model_definitions(list_model)))
+    schemas[list_name]["x-kubernetes-group-version-kind"] = [_gvk(rtype, rtype.list_kind)]
     return name, list_name
 
 
@@ -494,6 +309,7 @@ _LIST: Final = (
     _query("timeoutSeconds", "integer", "End the list or watch after this many seconds."),
     _query("watch", "boolean", "Stream changes instead of listing."),
 )
+_WATCH_ONLY: Final = ("allowWatchBookmarks", "watch")
 _DELETE: Final = (
     _DRY_RUN,
     _query("gracePeriodSeconds", "integer", "Seconds before the object is deleted; 0 deletes at once."),
@@ -532,21 +348,27 @@ class _Op:
     body: str | None = None  # the request body's definition, _KIND, or _PATCH
     responses: tuple[tuple[str, str], ...] = _OK
     response: str = _KIND  # the answer's definition, _KIND, _LIST_KIND or _TEXT
+    collection: bool = False  # the operationId says Collection after the group version
 
 
-def _collection_ops(kind: str) -> dict[str, _Op]:
-    return {
+def _collection_ops(rtype: ResourceType) -> dict[str, _Op]:
+    kind = rtype.kind
+    ops = {
         "get": _Op("list", "list", f"list or watch objects of kind {kind}", _LIST, response=_LIST_KIND),
         "post": _Op("post", "create", f"create a {kind}", _WRITE, _KIND, _CREATED),
-        "delete": _Op(
+    }
+    if "deletecollection" in rtype.verbs:
+        chosen = (*_DELETE, *(p for p in _LIST if p["name"] not in _WATCH_ONLY))
+        ops["delete"] = _Op(
             "deletecollection",
-            "deleteCollection",
+            "delete",
             f"delete collection of {kind}",
-            (*_DELETE, *_LIST),
+            tuple(sorted(chosen, key=lambda p: str(p["name"]))),
             _DELETE_OPTIONS,
             response=_STATUS,
-        ),
-    }
+            collection=True,
+        )
+    return ops
 
 
 def _object_ops(what: str, deletable: bool) -> dict[str, _Op]:
@@ -598,6 +420,28 @@ def _operation(rtype: ResourceType, op: _Op, refs: dict[str, str], operation_id:
     return operation
 
 
+def _group_version_root(rtype: ResourceType) -> str:
+    return f"/apis/{rtype.group}/{rtype.version}/" if rtype.group else f"/api/{rtype.version}/"
+
+
+def _resources_path_item(rtype: ResourceType) -> Obj:
+    """The group version's own path: its discovery document (APIResourceList)."""
+    responses = {
+        "200": {"content": _content(_RESOURCE_LIST), "description": "OK"},
+        "401": {"description": "Unauthorized"},
+    }
+    operation_id = f"get{_group_prefix(rtype)}{rtype.version.capitalize()}APIResources"
+    tags = [f"{_group_prefix(rtype).lower()}_{rtype.version}"]
+    return {
+        "get": {
+            "description": "get available resources",
+            "operationId": operation_id,
+            "responses": responses,
+            "tags": tags,
+        }
+    }
+
+
 def _path_item(
     rtype: ResourceType,
     ops: dict[str, _Op],
@@ -606,13 +450,24 @@ def _path_item(
     scope: str,
     suffix: str,
 ) -> Obj:
-    item: Obj = {"parameters": [dict(p) for p in parameters]}
+    item: Obj = {}
     for method, op in ops.items():
-        operation_id = (
-            f"{op.verb}{_group_prefix(rtype)}{rtype.version.capitalize()}{scope}{rtype.kind}{suffix}"
-        )
+        collection = "Collection" if op.collection else ""
+        group_version = f"{_group_prefix(rtype)}{rtype.version.capitalize()}"
+        operation_id = f"{op.verb}{group_version}{collection}{scope}{rtype.kind}{suffix}"
         item[method] = _operation(rtype, op, refs, operation_id)
-    return item
+    # As upstream lays a path out: the parameters every operation takes are the path's.
+    shared = [p for p in item[next(iter(ops))].get("parameters", []) if _in_every(p, item.values())]
+    for operation in item.values():
+        kept = [p for p in operation.pop("parameters", []) if p not in shared]
+        if kept:
+            operation["parameters"] = kept
+    every = sorted([*(dict(p) for p in parameters), *shared], key=lambda p: str(p["name"]))
+    return {"parameters": every, **item}
+
+
+def _in_every(parameter: Obj, operations: Iterable[Obj]) -> bool:
+    return all(parameter in operation.get("parameters", []) for operation in operations)
 
 
 def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
@@ -624,14 +479,14 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
     item = f"{collection}/{{name}}"
     named = [_NAME, *scoped, _PRETTY]
     if rtype.verbs == CREATE_ONLY:
-        create = {"post": _collection_ops(rtype.kind)["post"]}
+        create = {"post": _collection_ops(rtype)["post"]}
         return {collection: _path_item(rtype, create, [*scoped, _PRETTY], refs, scope, "")}
     paths: Obj = {
-        collection: _path_item(rtype, _collection_ops(rtype.kind), [*scoped, _PRETTY], refs, scope, ""),
+        collection: _path_item(rtype, _collection_ops(rtype), [*scoped, _PRETTY], refs, scope, ""),
         item: _path_item(rtype, _object_ops(f"the specified {rtype.kind}", True), named, refs, scope, ""),
     }
     if rtype.namespaced:
-        every = {"get": _collection_ops(rtype.kind)["get"]}
+        every = {"get": _collection_ops(rtype)["get"]}
         paths[rtype.path()] = _path_item(rtype, every, [_PRETTY], refs, "", "ForAllNamespaces")
     for sub in rtype.subresources:
         if sub == "log":
@@ -676,15 +531,28 @@ SECURITY_SCHEMES: Final[Obj] = {
 def _components_json(signature: Signature) -> str:
     schemas: Obj = {}
     paths: Obj = {}
+    roots: dict[tuple[str, str], ResourceType] = {}
     for rtype, _ in signature:
         kind_ref, list_ref = _definitions_for(rtype, schemas)
         paths.update(_paths(rtype, kind_ref, list_ref))
-    _add(schemas, json.loads(_model_definitions("V1Status")))
-    _add(schemas, json.loads(_model_definitions("V1DeleteOptions")))
+        roots.setdefault((rtype.group, rtype.version), rtype)
+    for rtype in roots.values():
+        paths[_group_version_root(rtype)] = _resources_path_item(rtype)
+    for model in ("V1Status", "V1DeleteOptions", "V1APIResourceList"):
+        _add(schemas, json.loads(_model_definitions(model)))
+    # Every group version with a delete takes DeleteOptions in its own version too.
+    deleting = sorted({(t.group, t.version) for t, _ in signature if t.group and "delete" in t.verbs})
+    schemas[_DELETE_OPTIONS]["x-kubernetes-group-version-kind"] = [
+        {"group": group, "kind": "DeleteOptions", "version": version}
+        for group, version in [("", "v1"), *deleting]
+    ]
+    for name in (_STATUS, _RESOURCE_LIST):
+        kind = name.rsplit(".", 1)[1]
+        schemas[name]["x-kubernetes-group-version-kind"] = [{"group": "", "kind": kind, "version": "v1"}]
     used = json.dumps([schemas, paths])
-    for name, definition in _SCALAR_DEFINITIONS.items():
-        if f'"{_REF}{name}"' in used:
-            schemas[name] = copy.deepcopy(definition)
+    for name, facts in _facts().items():
+        if facts["model"] is None and f'"{_REF}{name}"' in used:
+            schemas[name] = {k: v for k, v in facts.items() if k not in _MODEL_ONLY}
     return json.dumps([dict(sorted(schemas.items())), dict(sorted(paths.items()))])
 
 
@@ -699,7 +567,7 @@ def _render(signature: Signature) -> Rendered:
     schemas, paths = json.loads(_components_json(signature))
     document = {
         "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
-        "info": {"title": "Kubernetes", "version": "unversioned"},
+        "info": {"title": "Kubernetes", "version": INFO_VERSION},
         "openapi": "3.0.0",
         "paths": paths,
     }

@@ -176,10 +176,9 @@ def swagger(types: Iterable[ResourceType]) -> Obj:
     """The v2 document of ``types``."""
     listed = list(types)
     schemas, paths = openapi.components(listed)
-    version = discovery.version_info()
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": f"{version['major']}.{version['minor']}"},
+        "info": {"title": "Kubernetes", "version": openapi.INFO_VERSION},
         "paths": _paths(paths),
         "definitions": _definitions(schemas, listed),
         "securityDefinitions": openapi.SECURITY_SCHEMES,
