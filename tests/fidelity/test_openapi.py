@@ -1,0 +1,101 @@
+"""The embedded API server's OpenAPI documents and /version say what kube-apiserver's say, for what it serves.
+
+For every group version the embedded server's discovery lists, its /openapi/v3 document is compared with
+upstream's, and /openapi/v2 likewise, item by item (openapi_compare.py): the definitions the served kinds and
+operations reach (properties, types and formats, ``required``, references, ``x-kubernetes-*`` extensions,
+descriptions) and the served resources' paths (operations, their ids, actions and parameters). Paths upstream has
+for a served resource and the embedded server lacks are differences too, printed apart. The test fails on a
+difference openapi_known.yaml does not list and on a listed one that no longer occurs; it prints the match rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from multiqueue.kube.client import KubeClient
+from tests.fidelity.compare import judge, load_known
+from tests.fidelity.conftest import Pair
+from tests.fidelity.openapi_compare import Difference, Served, compare, flatten_pair
+
+KNOWN: Final = Path(__file__).with_name("openapi_known.yaml")
+# What kubectl's version skew check and clients read of /version.
+VERSION_FIELDS: Final = ("major", "minor", "emulationMajor", "emulationMinor", "minCompatibilityMajor")
+_MISSING_PATH: Final = re.compile(r"^.+?:paths/(?P<path>/.*)//present$")
+
+
+async def _get(client: KubeClient, path: str) -> Any:
+    return await client._json("GET", path, headers={"Accept": "application/json"})
+
+
+async def served_resources(client: KubeClient) -> list[Served]:
+    """The resources a server's discovery lists (subresources left out)."""
+    lists = [await _get(client, "/api/v1")]
+    for group in (await _get(client, "/apis"))["groups"]:
+        for version in group["versions"]:
+            lists.append(await _get(client, f"/apis/{version['groupVersion']}"))
+    served = []
+    for listed in lists:
+        group, _, version = listed["groupVersion"].rpartition("/")
+        served += [
+            Served(group, version, r["kind"], r["name"]) for r in listed["resources"] if "/" not in r["name"]
+        ]
+    return served
+
+
+async def documents(client: KubeClient, served: list[Served]) -> dict[str, Any]:
+    """Label -> document: each served group version's v3 document, the v2 one and /version."""
+    found = {"v2": await _get(client, "/openapi/v2"), "version": await _get(client, "/version")}
+    for group, version in sorted({(s.group, s.version) for s in served}):
+        path = f"apis/{group}/{version}" if group else f"api/{version}"
+        found[f"v3:{group or 'core'}/{version}"] = await _get(client, f"/openapi/v3/{path}")
+    return found
+
+
+def differences(
+    embedded: dict[str, Any], upstream: dict[str, Any], served: list[Served]
+) -> tuple[int, list[Difference]]:
+    compared, found = 0, []
+    for label, document in embedded.items():
+        if label == "version":
+            pair = (
+                {k: document.get(k) for k in VERSION_FIELDS},
+                {k: upstream[label].get(k) for k in VERSION_FIELDS},
+            )
+        else:
+            pair = flatten_pair(document, upstream[label], served)
+        count, listed = compare(*pair, label)
+        compared += count
+        found += listed
+    return compared, found
+
+
+def test_openapi_documents_match_upstream(pair: Pair) -> None:
+    async def fetch() -> tuple[list[Served], dict[str, Any], dict[str, Any]]:
+        async with pair.clients() as (embedded, upstream):
+            served = await served_resources(embedded)
+            return served, await documents(embedded, served), await documents(upstream, served)
+
+    served, embedded, upstream = asyncio.run(fetch())
+    compared, found = differences(embedded, upstream, served)
+    known = load_known(KNOWN)
+    verdict = judge((d.named for d in found), known)
+    rate = (compared - len(found)) / compared
+    print(f"\nOpenAPI and /version: {compared - len(found)} of {compared} items match upstream ({rate:.1%})")
+    lacking = sorted({m["path"] for d in found if d.upstream and (m := _MISSING_PATH.match(d.id))})
+    print(f"paths upstream has for served resources that the embedded server lacks ({len(lacking)}):")
+    for path in lacking:
+        print(f"  {path}")
+    for entry in known:
+        covered = sum(entry.covers(d.named) for d in found)
+        print(f"  known ({covered}): {entry.what}")
+    unlisted = [d for d in found if d.named in set(verdict.unlisted)]
+    problems = [
+        f"unlisted: {d.named}: embedded {d.embedded!r}, upstream {d.upstream!r}" for d in unlisted[:40]
+    ]
+    problems += [f"stale entry (no such difference now): {k.what}" for k in verdict.stale]
+    assert not unlisted and not verdict.stale, (
+        f"{len(unlisted)} unlisted, {len(verdict.stale)} stale:\n" + "\n".join(problems)
+    )
