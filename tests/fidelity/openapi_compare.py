@@ -48,6 +48,7 @@ class Served:
     version: str
     kind: str
     plural: str
+    namespaced: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

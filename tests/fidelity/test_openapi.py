@@ -1,6 +1,6 @@
 """The embedded API server's OpenAPI documents and /version say what kube-apiserver's say, for what it serves.
 
-For every group version the embedded server's discovery lists, its /openapi/v3 document is compared with
+For every group version the embedded server's discovery lists (with a CRD of samples.py made on both sides), its /openapi/v3 document is compared with
 upstream's, and /openapi/v2 likewise, item by item (openapi_compare.py): the definitions the served kinds and
 operations reach (properties, types and formats, ``required``, references, ``x-kubernetes-*`` extensions,
 descriptions) and the served resources' paths (operations, their ids, actions and parameters). Paths upstream has
@@ -19,6 +19,7 @@ from multiqueue.kube.client import KubeClient
 from tests.fidelity.compare import judge, load_known
 from tests.fidelity.conftest import Pair
 from tests.fidelity.openapi_compare import Difference, Served, compare, flatten_pair
+from tests.fidelity.samples import get_json, make_crd, served_resources
 
 KNOWN: Final = Path(__file__).with_name("openapi_known.yaml")
 # What kubectl's version skew check and clients read of /version.
@@ -26,31 +27,12 @@ VERSION_FIELDS: Final = ("major", "minor", "emulationMajor", "emulationMinor", "
 _MISSING_PATH: Final = re.compile(r"^.+?:paths/(?P<path>/.*)//present$")
 
 
-async def _get(client: KubeClient, path: str) -> Any:
-    return await client._json("GET", path, headers={"Accept": "application/json"})
-
-
-async def served_resources(client: KubeClient) -> list[Served]:
-    """The resources a server's discovery lists (subresources left out)."""
-    lists = [await _get(client, "/api/v1")]
-    for group in (await _get(client, "/apis"))["groups"]:
-        for version in group["versions"]:
-            lists.append(await _get(client, f"/apis/{version['groupVersion']}"))
-    served = []
-    for listed in lists:
-        group, _, version = listed["groupVersion"].rpartition("/")
-        served += [
-            Served(group, version, r["kind"], r["name"]) for r in listed["resources"] if "/" not in r["name"]
-        ]
-    return served
-
-
 async def documents(client: KubeClient, served: list[Served]) -> dict[str, Any]:
     """Label -> document: each served group version's v3 document, the v2 one and /version."""
-    found = {"v2": await _get(client, "/openapi/v2"), "version": await _get(client, "/version")}
+    found = {"v2": await get_json(client, "/openapi/v2"), "version": await get_json(client, "/version")}
     for group, version in sorted({(s.group, s.version) for s in served}):
         path = f"apis/{group}/{version}" if group else f"api/{version}"
-        found[f"v3:{group or 'core'}/{version}"] = await _get(client, f"/openapi/v3/{path}")
+        found[f"v3:{group or 'core'}/{version}"] = await get_json(client, f"/openapi/v3/{path}")
     return found
 
 
@@ -75,6 +57,7 @@ def differences(
 def test_openapi_documents_match_upstream(pair: Pair) -> None:
     async def fetch() -> tuple[list[Served], dict[str, Any], dict[str, Any]]:
         async with pair.clients() as (embedded, upstream):
+            await asyncio.gather(make_crd(embedded), make_crd(upstream))
             served = await served_resources(embedded)
             return served, await documents(embedded, served), await documents(upstream, served)
 

@@ -327,7 +327,7 @@ def test_custom_kind_without_schema_keeps_unknown_fields() -> None:
         ),
         pytest.param(
             CUSTOM,
-            {"/apis/example.com/v1/", "/apis/example.com/v1/widgets", "/apis/example.com/v1/namespaces/{namespace}/widgets",
+            {"/apis/example.com/v1/widgets", "/apis/example.com/v1/namespaces/{namespace}/widgets",
              "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"},
             id="custom",
         ),
@@ -405,6 +405,18 @@ def test_delete_collection_is_named_as_upstream_and_not_offered_for_namespaces()
     pods = CORE["paths"]["/api/v1/namespaces/{namespace}/pods"]
     assert pods["delete"]["operationId"] == "deleteCoreV1CollectionNamespacedPod"
     assert "delete" not in CORE["paths"]["/api/v1/namespaces"]
+
+
+def test_custom_resources_are_laid_out_as_apiextensions_does() -> None:
+    assert CUSTOM["info"] == {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
+    collection = CUSTOM["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"]
+    assert collection["delete"]["operationId"] == "deleteExampleComV1CollectionNamespacedWidget"
+    assert "requestBody" not in collection["delete"] and "watch" in {
+        p["name"] for p in collection["delete"]["parameters"]
+    }
+    assert list(collection["post"]["requestBody"]["content"]) == ["application/json", "application/yaml"]
+    item = CUSTOM["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]
+    assert [p["name"] for p in item["get"]["parameters"]] == ["resourceVersion"]
 
 
 def test_each_group_version_has_its_resource_list() -> None:

@@ -50,6 +50,8 @@ _DELETE_OPTIONS: Final = f"{_META}.DeleteOptions"
 # The documents' info.version: the release's major.minor, as upstream's.
 INFO_VERSION: Final = ".".join(KUBERNETES_VERSION)
 _RESOURCE_LIST: Final = f"{_META}.APIResourceList"
+# A custom group version's document is apiextensions-apiserver's, which says so.
+_CUSTOM_INFO: Final = {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
 
 # What the client's models lose of upstream's schemas, from the pinned release (hack/openapi_facts.py): each
 # definition's name and model, formats, x-kubernetes-* extensions, references to types the client keeps as plain
@@ -310,6 +312,7 @@ _LIST: Final = (
     _query("watch", "boolean", "Stream changes instead of listing."),
 )
 _WATCH_ONLY: Final = ("allowWatchBookmarks", "watch")
+_RESOURCE_VERSION: Final = _query("resourceVersion", "string", "Which version of the object to read.")
 _DELETE: Final = (
     _DRY_RUN,
     _query("gracePeriodSeconds", "integer", "Seconds before the object is deleted; 0 deletes at once."),
@@ -328,6 +331,8 @@ _LOG: Final = (
 # Custom resources take no strategic merge patch upstream: it needs patch metadata their schemas lack.
 _PATCH_TYPES: Final = ("application/json-patch+json", "application/merge-patch+json")
 _STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
+# What custom resources' creates, replaces and deletes take, by name (built-in kinds say */*).
+_CUSTOM_BODIES: Final = ("application/json", "application/yaml")
 
 _OK: Final = (("200", "OK"),)
 _CREATED: Final = (("200", "OK"), ("201", "Created"), ("202", "Accepted"))
@@ -357,7 +362,17 @@ def _collection_ops(rtype: ResourceType) -> dict[str, _Op]:
         "get": _Op("list", "list", f"list or watch objects of kind {kind}", _LIST, response=_LIST_KIND),
         "post": _Op("post", "create", f"create a {kind}", _WRITE, _KIND, _CREATED),
     }
-    if "deletecollection" in rtype.verbs:
+    if "deletecollection" in rtype.verbs and is_custom(rtype):
+        # apiextensions-apiserver's layout: the list's parameters, no body.
+        ops["delete"] = _Op(
+            "deletecollection",
+            "delete",
+            f"delete collection of {kind}",
+            _LIST,
+            response=_STATUS,
+            collection=True,
+        )
+    elif "deletecollection" in rtype.verbs:
         chosen = (*_DELETE, *(p for p in _LIST if p["name"] not in _WATCH_ONLY))
         ops["delete"] = _Op(
             "deletecollection",
@@ -371,10 +386,16 @@ def _collection_ops(rtype: ResourceType) -> dict[str, _Op]:
     return ops
 
 
-def _object_ops(what: str, deletable: bool) -> dict[str, _Op]:
+def is_custom(rtype: ResourceType) -> bool:
+    """A kind a CRD defines: its documents are laid out as apiextensions-apiserver lays them out."""
+    return rtype.schema is not None or rtype.model is None
+
+
+def _object_ops(rtype: ResourceType, what: str, deletable: bool) -> dict[str, _Op]:
     """Operations on one object or on one of its subresources (``what`` says which, for descriptions)."""
+    read = (_RESOURCE_VERSION,) if is_custom(rtype) else ()
     ops = {
-        "get": _Op("get", "read", f"read {what}"),
+        "get": _Op("get", "read", f"read {what}", read),
         "put": _Op("put", "replace", f"replace {what}", _WRITE, _KIND, _REPLACED),
         "patch": _Op("patch", "patch", f"partially update {what}", (*_WRITE, _FORCE), _PATCH, _REPLACED),
     }
@@ -416,7 +437,11 @@ def _operation(rtype: ResourceType, op: _Op, refs: dict[str, str], operation_id:
         operation["requestBody"] = {"content": {t: {"schema": _ref(_PATCH)} for t in types}, "required": True}
     elif op.body is not None:
         schema = _ref(refs.get(op.body, op.body))
-        operation["requestBody"] = {"content": {"*/*": {"schema": schema}}, "required": op.body == _KIND}
+        media = _CUSTOM_BODIES if is_custom(rtype) else ("*/*",)
+        operation["requestBody"] = {
+            "content": {m: {"schema": schema} for m in media},
+            "required": op.body == _KIND,
+        }
     return operation
 
 
@@ -483,7 +508,9 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
         return {collection: _path_item(rtype, create, [*scoped, _PRETTY], refs, scope, "")}
     paths: Obj = {
         collection: _path_item(rtype, _collection_ops(rtype), [*scoped, _PRETTY], refs, scope, ""),
-        item: _path_item(rtype, _object_ops(f"the specified {rtype.kind}", True), named, refs, scope, ""),
+        item: _path_item(
+            rtype, _object_ops(rtype, f"the specified {rtype.kind}", True), named, refs, scope, ""
+        ),
     }
     if rtype.namespaced:
         every = {"get": _collection_ops(rtype)["get"]}
@@ -492,7 +519,7 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
         if sub == "log":
             ops = {"get": _Op("get", "read", f"read log of the specified {rtype.kind}", _LOG, response=_TEXT)}
         else:
-            ops = _object_ops(f"{sub} of the specified {rtype.kind}", deletable=False)
+            ops = _object_ops(rtype, f"{sub} of the specified {rtype.kind}", deletable=False)
         paths[f"{item}/{sub}"] = _path_item(rtype, ops, named, refs, scope, sub.capitalize())
     return paths
 
@@ -535,7 +562,8 @@ def _components_json(signature: Signature) -> str:
     for rtype, _ in signature:
         kind_ref, list_ref = _definitions_for(rtype, schemas)
         paths.update(_paths(rtype, kind_ref, list_ref))
-        roots.setdefault((rtype.group, rtype.version), rtype)
+        if not is_custom(rtype):
+            roots.setdefault((rtype.group, rtype.version), rtype)
     for rtype in roots.values():
         paths[_group_version_root(rtype)] = _resources_path_item(rtype)
     for model in ("V1Status", "V1DeleteOptions", "V1APIResourceList"):
@@ -565,9 +593,10 @@ def components(types: Iterable[ResourceType]) -> tuple[Obj, Obj]:
 @functools.lru_cache(maxsize=64)
 def _render(signature: Signature) -> Rendered:
     schemas, paths = json.loads(_components_json(signature))
+    custom = all(is_custom(rtype) for rtype, _ in signature)
     document = {
         "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
-        "info": {"title": "Kubernetes", "version": INFO_VERSION},
+        "info": _CUSTOM_INFO if custom else {"title": "Kubernetes", "version": INFO_VERSION},
         "openapi": "3.0.0",
         "paths": paths,
     }
