@@ -377,3 +377,8 @@ async def test_yaml_bodies_create_and_update(http: aiohttp.ClientSession) -> Non
     )
     code, refused = await _call(http, "PATCH", f"{path}/from-yaml", data="data: {}", headers=yaml_type)
     assert (code, refused["reason"]) == (415, "UnsupportedMediaType")
+    dry_run = "kind: DeleteOptions\napiVersion: v1\ndryRun: [All]\n"
+    code, _ = await _call(http, "DELETE", f"{path}/from-yaml", data=dry_run, headers=yaml_type)
+    assert code == 200
+    code, kept = await _call(http, "GET", f"{path}/from-yaml")
+    assert code == 200, "DeleteOptions in YAML are read too: a dry run leaves the object"

@@ -1,8 +1,9 @@
 """Request bodies as kube-apiserver's decoder reads them: YAML as the JSON it stands for, and unknown fields found
 against the kind's Go type.
 
-A create or update may send YAML (``Content-Type: application/yaml``); it is read as Go's YAML-to-JSON conversion
-reads it (timestamps stay strings, keys become strings) and then treated as the same JSON would be.
+A create, an update or a delete (its DeleteOptions) may send YAML (``Content-Type: application/yaml``); it is read
+as Go's YAML-to-JSON conversion reads it (timestamps stay strings, keys become strings), then treated as the same
+JSON would be.
 
 A field the type does not have is dropped whatever ``fieldValidation`` says; ``Strict`` refuses the request with
 every such field named (400 BadRequest, "strict decoding error"), ``Warn`` (the default) answers with one

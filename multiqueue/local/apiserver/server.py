@@ -650,13 +650,15 @@ async def _patch_body(request: web.Request) -> Any:
 
 
 async def _optional_body(request: web.Request) -> Any:
-    """The DeleteOptions a delete may send, in JSON or protobuf; None when it sends none."""
+    """The DeleteOptions a delete may send, in JSON, YAML or protobuf; None when it sends none."""
     raw = await _raw_body(request)
     if _media_type(request) == protobuf.MEDIA_TYPE and raw:
         try:
             return protobuf.read_delete_options(raw)
         except protobuf.DecodeError as exc:
             raise ApiError(errors.bad_request_status(str(exc))) from exc
+    if _media_type(request) == decoding.YAML and raw.strip():
+        return decoding.read_yaml(raw, "DeleteOptions")
     return _json_body(request, raw)
 
 
