@@ -380,5 +380,5 @@ async def test_yaml_bodies_create_and_update(http: aiohttp.ClientSession) -> Non
     dry_run = "kind: DeleteOptions\napiVersion: v1\ndryRun: [All]\n"
     code, _ = await _call(http, "DELETE", f"{path}/from-yaml", data=dry_run, headers=yaml_type)
     assert code == 200
-    code, kept = await _call(http, "GET", f"{path}/from-yaml")
+    code, _ = await _call(http, "GET", f"{path}/from-yaml")
     assert code == 200, "DeleteOptions in YAML are read too: a dry run leaves the object"
