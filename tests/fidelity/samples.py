@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.errors import AlreadyExists
+from multiqueue.kube.errors import AlreadyExists, NotFound
 from tests.fidelity.openapi_compare import Served
 
 NAMESPACE: Final = "fid-tables"
@@ -216,8 +216,9 @@ async def _create(client: KubeClient, path: str, body: dict[str, Any]) -> None:
 async def _wait(client: KubeClient, path: str, done: Callable[[Any], bool]) -> None:
     deadline = time.monotonic() + WAIT_TIMEOUT
     while time.monotonic() < deadline:
-        if done(await client._json("GET", _fill(path))):
-            return
+        with contextlib.suppress(NotFound):  # not made yet
+            if done(await client._json("GET", _fill(path))):
+                return
         await asyncio.sleep(WAIT_POLL)  # polling a controller of the other cluster we cannot watch from here
     raise AssertionError(f"{client.name}: {path} did not get there in {WAIT_TIMEOUT}s")
 
