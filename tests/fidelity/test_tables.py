@@ -38,12 +38,13 @@ TIME: Final = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 UID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A pod a Job made: the Job's name and five generated characters.
 JOB_POD: Final = re.compile(r"^(?P<job>job-[a-z]+)-[a-z0-9]{5}$")
+NODE: Final = f"{CLUSTER}-node"  # the local kubelet's, on either cluster
 # The rows compared: the objects made here (other tests, controllers and the cluster itself make more), the Node,
 # the Namespace, and the pods of the Jobs.
 ROWS: Final = frozenset(
     {
         NAMESPACE,
-        CLUSTER,
+        NODE,
         f"gadgets.{GROUP}",
         *(b["metadata"]["name"] for _, b in [*CLUSTER_SCOPED, *NAMESPACED]),
     }

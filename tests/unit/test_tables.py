@@ -563,6 +563,10 @@ def test_node_wide_cells() -> None:
     obj = node(addresses=addresses)
     obj["status"]["nodeInfo"].update(osImage="Debian", kernelVersion="6.1")
     assert cells("nodes", obj)[5:] == ["10.0.0.1", "<none>", "Debian", "6.1", "<unknown>"]
+    obj["status"]["nodeInfo"]["architecture"] = "arm64"
+    assert cells("nodes", obj)[8] == "6.1 (arm64)", (
+        "the architecture follows the kernel when the node says it"
+    )
 
 
 @pytest.mark.parametrize(

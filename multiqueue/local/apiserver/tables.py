@@ -454,9 +454,15 @@ def _node_cells(node: Obj, now: datetime) -> list[Any]:
         address("InternalIP"),
         address("ExternalIP"),
         info.get("osImage") or "<unknown>",
-        info.get("kernelVersion") or "<unknown>",
+        _kernel(info),
         info.get("containerRuntimeVersion") or "<unknown>",
     ]
+
+
+def _kernel(info: Obj) -> str:
+    """KERNEL-VERSION, with the architecture after it when the node says which."""
+    kernel = str(info.get("kernelVersion") or "<unknown>")
+    return f"{kernel} ({info['architecture']})" if info.get("architecture") else kernel
 
 
 def _node_printer() -> Printer:
