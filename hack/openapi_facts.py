@@ -41,13 +41,15 @@ OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "openapi_facts.json"
 MODULE = "k8s.io/kubernetes"
 SPEC = Path("api") / "openapi-spec" / "v3"
 REF = "#/components/schemas/"
-# Definitions every document needs besides the kinds: the bodies and answers of the operations, and the group
-# version's own discovery document.
+# Definitions the documents need besides the kinds: the bodies and answers of the operations, and the discovery
+# documents of the group versions, groups and roots.
 EXTRA_ROOTS = (
     "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Patch",
     "io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.APIVersions",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.APIGroupList",
 )
 # Facts a schema node may carry; x-kubernetes-group-version-kind is the server's own to write.
 FACTS = (

@@ -138,11 +138,13 @@ def reachable(schemas: Mapping[str, Any], roots: Iterable[str]) -> set[str]:
 
 
 def served_path(path: str, served: Iterable[Served]) -> bool:
-    """Whether a path is one of a served resource's (any subresource or watch form) or a group version's root."""
+    """Whether a path is one of a served resource's (any subresource or watch form), or the discovery path of a served
+    group version, group or root."""
     match = _RESOURCE_PATH.match(path)
     listed = list(served)
     if match is None:
         roots = {f"/api/{s.version}/" if not s.group else f"/apis/{s.group}/{s.version}/" for s in listed}
+        roots |= {"/api/", "/apis/", *(f"/apis/{s.group}/" for s in listed if s.group)}
         return path in roots
     group = match["group"] or ""
     version = match["core"] or match["version"]

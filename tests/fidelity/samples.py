@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -273,4 +274,6 @@ async def served_resources(client: KubeClient) -> list[Served]:
 
 
 async def get_json(client: KubeClient, path: str) -> Any:
-    return await client._json("GET", path, headers={"Accept": "application/json"})
+    """A GET's JSON answer, whatever Content-Type it came with (upstream's /openapi/v3 index says none)."""
+    found = await client._json("GET", path, headers={"Accept": "application/json"})
+    return json.loads(found) if isinstance(found, str) else found

@@ -1,11 +1,13 @@
 """The embedded API server's OpenAPI documents and /version say what kube-apiserver's say, for what it serves.
 
-For every group version the embedded server's discovery lists (with a CRD of samples.py made on both sides), its /openapi/v3 document is compared with
-upstream's, and /openapi/v2 likewise, item by item (openapi_compare.py): the definitions the served kinds and
-operations reach (properties, types and formats, ``required``, references, ``x-kubernetes-*`` extensions,
+The /openapi/v3 index is compared with upstream's over the served group versions, their groups and the roots; then
+for every group version the embedded server's discovery lists (with the CRD of samples.py made on both sides), its
+/openapi/v3 document, and /openapi/v2 likewise, item by item (openapi_compare.py): the definitions the served kinds
+and operations reach (properties, types and formats, ``required``, references, ``x-kubernetes-*`` extensions,
 descriptions) and the served resources' paths (operations, their ids, actions and parameters). Paths upstream has
-for a served resource and the embedded server lacks are differences too, printed apart. The test fails on a
-difference openapi_known.yaml does not list and on a listed one that no longer occurs; it prints the match rate.
+for a served resource and the embedded server lacks are differences too, printed apart. /version is compared on
+what kubectl reads. The test fails on a difference openapi_known.yaml does not list and on a listed one that no
+longer occurs; it prints the match rate.
 """
 
 from __future__ import annotations
@@ -28,12 +30,29 @@ _MISSING_PATH: Final = re.compile(r"^.+?:paths/(?P<path>/.*)//present$")
 
 
 async def documents(client: KubeClient, served: list[Served]) -> dict[str, Any]:
-    """Label -> document: each served group version's v3 document, the v2 one and /version."""
-    found = {"v2": await get_json(client, "/openapi/v2"), "version": await get_json(client, "/version")}
+    """Label -> document: the v3 index, each served group version's v3 document, the v2 one and /version."""
+    found = {
+        "v3-index": await get_json(client, "/openapi/v3"),
+        "v2": await get_json(client, "/openapi/v2"),
+        "version": await get_json(client, "/version"),
+    }
     for group, version in sorted({(s.group, s.version) for s in served}):
         path = f"apis/{group}/{version}" if group else f"api/{version}"
         found[f"v3:{group or 'core'}/{version}"] = await get_json(client, f"/openapi/v3/{path}")
+    listed = found["v3-index"]["paths"]
+    for path in ["api", "apis", *sorted({f"apis/{s.group}" for s in served if s.group})]:
+        if path in listed:  # a CRD's group has none; the index comparison says whether either side lacks one
+            found[f"v3:{path}"] = await get_json(client, f"/openapi/v3/{path}")
     return found
+
+
+def _index_items(index: dict[str, Any], served: list[Served]) -> dict[str, Any]:
+    """The index's documents that concern what is served: its group versions', their groups' and the roots'."""
+    groups = {s.group for s in served if s.group}
+    wanted = {"api", "apis", *(f"apis/{g}" for g in groups)}
+    wanted |= {f"apis/{s.group}/{s.version}" if s.group else f"api/{s.version}" for s in served}
+    # The double slash ends the path, as in openapi_compare: apis is no node above apis/batch.
+    return {f"{path}//present": True for path in index.get("paths", {}) if path in wanted}
 
 
 def differences(
@@ -41,11 +60,15 @@ def differences(
 ) -> tuple[int, list[Difference]]:
     compared, found = 0, []
     for label, document in embedded.items():
+        if label not in upstream:
+            continue  # a document upstream lacks: the index comparison reports it
         if label == "version":
             pair = (
                 {k: document.get(k) for k in VERSION_FIELDS},
                 {k: upstream[label].get(k) for k in VERSION_FIELDS},
             )
+        elif label == "v3-index":
+            pair = (_index_items(document, served), _index_items(upstream[label], served))
         else:
             pair = flatten_pair(document, upstream[label], served)
         count, listed = compare(*pair, label)

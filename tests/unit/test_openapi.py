@@ -419,6 +419,34 @@ def test_custom_resources_are_laid_out_as_apiextensions_does() -> None:
     assert [p["name"] for p in item["get"]["parameters"]] == ["resourceVersion"]
 
 
+@pytest.mark.parametrize(
+    ("path", "operation_id", "tag", "answer"),
+    [
+        pytest.param("api", "getCoreAPIVersions", "core", "APIVersions", id="core"),
+        pytest.param("apis", "getAPIVersions", "apis", "APIGroupList", id="groups"),
+        pytest.param("apis/batch", "getBatchAPIGroup", "batch", "APIGroup", id="group"),
+        pytest.param(
+            "apis/rbac.authorization.k8s.io",
+            "getRbacAuthorizationAPIGroup",
+            "rbacAuthorization",
+            "APIGroup",
+            id="dotted-group",
+        ),
+    ],
+)
+def test_roots_and_groups_have_their_discovery_documents(
+    path: str, operation_id: str, tag: str, answer: str
+) -> None:
+    reply = openapi_v3_reply(TYPES, path, now=NOW)
+    assert reply is not None and reply.status == 200
+    document = json.loads(reply.body)
+    operation = document["paths"][f"/{path}/"]["get"]
+    assert (operation["operationId"], operation["tags"]) == (operation_id, [tag])
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{META}.{answer}"}
+    assert f"{META}.{answer}" in document["components"]["schemas"]
+
+
 def test_each_group_version_has_its_resource_list() -> None:
     root = BATCH["paths"]["/apis/batch/v1/"]["get"]
     assert root["operationId"] == "getBatchV1APIResources"
@@ -450,18 +478,13 @@ def test_patch_content_types(doc: Obj, path: str, types: list[str]) -> None:
 
 def test_index_points_at_each_group_version_by_its_hash() -> None:
     index = openapi_v3_index(TYPES)
-    assert list(index["paths"]) == [
-        "api/v1",
-        "apis/apiextensions.k8s.io/v1",
-        "apis/apps/v1",
-        "apis/authentication.k8s.io/v1",
-        "apis/authorization.k8s.io/v1",
-        "apis/batch/v1",
-        "apis/coordination.k8s.io/v1",
-        "apis/example.com/v1",
-        "apis/rbac.authorization.k8s.io/v1",
-        "apis/scheduling.k8s.io/v1",
-    ]
+    groups = ["apiextensions.k8s.io", "apps", "authentication.k8s.io", "authorization.k8s.io", "batch"]
+    groups += ["coordination.k8s.io", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
+    group_versions = [f"apis/{g}/v1" for g in [*groups, "example.com"]]
+    discovery = ["api", "apis", *(f"apis/{g}" for g in groups)]
+    assert list(index["paths"]) == sorted(["api/v1", *group_versions, *discovery]), (
+        "group versions, and the discovery documents of the roots and of built-in groups (not of CRDs')"
+    )
     rendered = rendered_document(TYPES, "batch", "v1")
     assert rendered is not None
     assert index["paths"]["apis/batch/v1"] == {
@@ -552,6 +575,8 @@ def test_reply_to_the_index_honours_its_etag() -> None:
     assert again is not None and (again.status, again.body) == (304, b"")
 
 
-@pytest.mark.parametrize("path", ["apis/policy/v1", "api/v2", "apis/batch", "openapi", "apis/batch/v1/jobs"])
+@pytest.mark.parametrize(
+    "path", ["apis/policy/v1", "api/v2", "apis/policy", "apis/example.com", "openapi", "apis/batch/v1/jobs"]
+)
 def test_reply_to_unknown_paths(path: str) -> None:
     assert openapi_v3_reply(TYPES, path, now=NOW) is None

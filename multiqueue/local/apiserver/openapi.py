@@ -50,6 +50,13 @@ _DELETE_OPTIONS: Final = f"{_META}.DeleteOptions"
 # The documents' info.version: the release's major.minor, as upstream's.
 INFO_VERSION: Final = ".".join(KUBERNETES_VERSION)
 _RESOURCE_LIST: Final = f"{_META}.APIResourceList"
+_META_KINDS: Final = (
+    _STATUS,
+    _RESOURCE_LIST,
+    f"{_META}.APIVersions",
+    f"{_META}.APIGroupList",
+    f"{_META}.APIGroup",
+)
 # A custom group version's document is apiextensions-apiserver's, which says so.
 _CUSTOM_INFO: Final = {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
 
@@ -405,10 +412,20 @@ def _object_ops(rtype: ResourceType, what: str, deletable: bool) -> dict[str, _O
 
 
 def _group_prefix(rtype: ResourceType) -> str:
-    """``Core``, ``Batch``, ``Coordination``, ``ExampleCom``: how upstream names a group in operationIds."""
-    if not rtype.group:
+    return _group_name(rtype.group)
+
+
+def _group_name(group: str) -> str:
+    """``Core``, ``Batch``, ``RbacAuthorization``, ``ExampleCom``: how upstream names a group in operationIds."""
+    if not group:
         return "Core"
-    return "".join(label.capitalize() for label in rtype.group.removesuffix(".k8s.io").split("."))
+    return "".join(label.capitalize() for label in group.removesuffix(".k8s.io").split("."))
+
+
+def _tag(group: str) -> str:
+    """The group in operations' tags: ``core``, ``batch``, ``rbacAuthorization``."""
+    name = _group_name(group)
+    return name[0].lower() + name[1:]
 
 
 def _content(ref: str) -> Obj:
@@ -425,7 +442,7 @@ def _operation(rtype: ResourceType, op: _Op, refs: dict[str, str], operation_id:
         "description": op.description,
         "operationId": operation_id,
         "responses": responses,
-        "tags": [f"{_group_prefix(rtype).lower()}_{rtype.version}"],
+        "tags": [f"{_tag(rtype.group)}_{rtype.version}"],
         "x-kubernetes-action": op.action,
         # An object here, a list on schemas: kubectl's fieldValidation check reads it this way.
         "x-kubernetes-group-version-kind": _gvk(rtype),
@@ -456,7 +473,7 @@ def _resources_path_item(rtype: ResourceType) -> Obj:
         "401": {"description": "Unauthorized"},
     }
     operation_id = f"get{_group_prefix(rtype)}{rtype.version.capitalize()}APIResources"
-    tags = [f"{_group_prefix(rtype).lower()}_{rtype.version}"]
+    tags = [f"{_tag(rtype.group)}_{rtype.version}"]
     return {
         "get": {
             "description": "get available resources",
@@ -574,9 +591,7 @@ def _components_json(signature: Signature) -> str:
         {"group": group, "kind": "DeleteOptions", "version": version}
         for group, version in [("", "v1"), *deleting]
     ]
-    for name in (_STATUS, _RESOURCE_LIST):
-        kind = name.rsplit(".", 1)[1]
-        schemas[name]["x-kubernetes-group-version-kind"] = [{"group": "", "kind": kind, "version": "v1"}]
+    _tag_meta_kinds(schemas)
     used = json.dumps([schemas, paths])
     for name, facts in _facts().items():
         if facts["model"] is None and f'"{_REF}{name}"' in used:
@@ -604,8 +619,94 @@ def _render(signature: Signature) -> Rendered:
     return Rendered(body, hashlib.sha512(body).hexdigest().upper())
 
 
+def _tag_meta_kinds(schemas: Obj) -> None:
+    """The meta.k8s.io kinds a server answers with carry their kind (in the core group), as upstream's do."""
+    for name in _META_KINDS:
+        if name in schemas:
+            kind = name.rsplit(".", 1)[1]
+            schemas[name]["x-kubernetes-group-version-kind"] = [{"group": "", "kind": kind, "version": "v1"}]
+
+
 def _group_version_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+@functools.lru_cache(maxsize=64)
+def _discovery_json(path: str) -> str:
+    """(schemas, paths) of ``api``, ``apis`` or ``apis/{group}``: the one operation that answers discovery there."""
+    if path == "api":
+        what, operation_id, tag, model = (
+            "get available API versions",
+            "getCoreAPIVersions",
+            "core",
+            "V1APIVersions",
+        )
+    elif path == "apis":
+        what, operation_id, tag, model = (
+            "get available API versions",
+            "getAPIVersions",
+            "apis",
+            "V1APIGroupList",
+        )
+    else:
+        group = path.removeprefix("apis/")
+        what, operation_id, tag = (
+            "get information of a group",
+            f"get{_group_name(group)}APIGroup",
+            _tag(group),
+        )
+        model = "V1APIGroup"
+    responses = {
+        "200": {"content": _content(definition_name(model)), "description": "OK"},
+        "401": {"description": "Unauthorized"},
+    }
+    operation = {"description": what, "operationId": operation_id, "responses": responses, "tags": [tag]}
+    schemas = json.loads(_model_definitions(model))
+    _tag_meta_kinds(schemas)
+    return json.dumps([schemas, {f"/{path}/": {"get": operation}}])
+
+
+def discovery_components(types: Iterable[ResourceType]) -> tuple[Obj, Obj]:
+    """(schemas, paths) of every discovery document of ``types``' roots and groups, for the v2 document."""
+    schemas: Obj = {}
+    paths: Obj = {}
+    for path in _discovery_paths(list(types)):
+        more_schemas, more_paths = json.loads(_discovery_json(path))
+        schemas.update(more_schemas)
+        paths.update(more_paths)
+    return schemas, paths
+
+
+@functools.lru_cache(maxsize=64)
+def _render_discovery(path: str) -> Rendered:
+    schemas, paths = json.loads(_discovery_json(path))
+    document = {
+        "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
+        "info": {"title": "Kubernetes", "version": INFO_VERSION},
+        "openapi": "3.0.0",
+        "paths": paths,
+    }
+    body = json.dumps(document, separators=(",", ":")).encode()
+    return Rendered(body, hashlib.sha512(body).hexdigest().upper())
+
+
+def _discovery_paths(types: list[ResourceType]) -> list[str]:
+    """The discovery documents the index lists: the roots', and each built-in group's (CRDs' groups have none)."""
+    found = ["apis"]
+    if any(not t.group for t in types):
+        found.append("api")
+    found += sorted({f"apis/{t.group}" for t in types if t.group and not is_custom(t)})
+    return found
+
+
+def _rendered_at(types: list[ResourceType], path: str) -> Rendered | None:
+    """The document the index lists at ``path``; None when there is none."""
+    parts = path.split("/")
+    if parts[0] == "api" and len(parts) == 2:
+        return rendered_document(types, "", parts[1])
+    if parts[0] == "apis" and len(parts) == 3:
+        return rendered_document(types, parts[1], parts[2])
+    return _render_discovery(path) if path in _discovery_paths(types) else None
 
 
 def rendered_document(types: Iterable[ResourceType], group: str, version: str) -> Rendered | None:
@@ -632,13 +733,15 @@ def openapi_v3_index(types: Iterable[ResourceType]) -> Obj:
 
     kubectl caches documents by that URL, so the URL changes whenever the document does.
     """
+    listed = list(types)
     by_path: dict[str, list[ResourceType]] = {}
-    for rtype in types:
+    for rtype in listed:
         by_path.setdefault(_group_version_path(rtype.group, rtype.version), []).append(rtype)
+    etags = {path: _render(signature(selected)).etag for path, selected in by_path.items()}
+    etags.update({path: _render_discovery(path).etag for path in _discovery_paths(listed)})
     return {
         "paths": {
-            path: {"serverRelativeURL": server_relative_url(path, _render(signature(selected)).etag)}
-            for path, selected in sorted(by_path.items())
+            path: {"serverRelativeURL": server_relative_url(path, etags[path])} for path in sorted(etags)
         }
     }
 
@@ -689,14 +792,7 @@ def openapi_v3_reply(
         etag = hashlib.sha512(body).hexdigest().upper()
         headers = {"Content-Type": "application/json", "ETag": f'"{etag}"'}
         return Reply(304, headers) if matches_etag(if_none_match, etag) else Reply(200, headers, body)
-    parts = path.split("/")
-    if parts[0] == "api" and len(parts) == 2:
-        group, version = "", parts[1]
-    elif parts[0] == "apis" and len(parts) == 3:
-        group, version = parts[1], parts[2]
-    else:
-        return None
-    rendered = rendered_document(listed, group, version)
+    rendered = _rendered_at(listed, path)
     if rendered is None:
         return None
     if not _accepts_json(accept):

@@ -37,6 +37,7 @@ _PRESERVE_UNKNOWN: Final = "x-kubernetes-preserve-unknown-fields"
 _V2_TYPES: Final = {openapi.INT_OR_STRING: "string", openapi.QUANTITY: "string"}
 _TEXT: Final = "text/plain"
 _CUSTOM_CONSUMES: Final = ("application/json", "application/yaml")
+_DISCOVERY_CONSUMES: Final = ("application/json", "application/vnd.kubernetes.protobuf", "application/yaml")
 
 
 # --- schemas ----------------------------------------------------------------------------------------------------
@@ -133,8 +134,12 @@ def _operation(operation: Obj, custom_groups: frozenset[str]) -> Obj:
     out: Obj = {"description": operation["description"]}
     body = operation.get("requestBody")
     group = operation.get("x-kubernetes-group-version-kind", {}).get("group")
-    # apiextensions-apiserver says what custom resources' operations take even where they take no body.
-    default = _CUSTOM_CONSUMES if group in custom_groups else ("*/*",)
+    # What upstream's routes declare they take, body or not: discovery's (no action) its encodings,
+    # apiextensions-apiserver's custom resources JSON and YAML, the rest anything.
+    if "x-kubernetes-action" not in operation:
+        default: tuple[str, ...] = _DISCOVERY_CONSUMES
+    else:
+        default = _CUSTOM_CONSUMES if group in custom_groups else ("*/*",)
     content = body["content"] if body else {}
     out["consumes"] = list(content) or list(default)
     produced = {t for r in operation["responses"].values() for t in r.get("content", {})}
@@ -182,6 +187,9 @@ def swagger(types: Iterable[ResourceType]) -> Obj:
     """The v2 document of ``types``."""
     listed = list(types)
     schemas, paths = openapi.components(listed)
+    discovery_schemas, discovery_paths = openapi.discovery_components(listed)
+    schemas = dict(sorted({**discovery_schemas, **schemas}.items()))
+    paths = dict(sorted({**paths, **discovery_paths}.items()))
     return {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": openapi.INFO_VERSION},
