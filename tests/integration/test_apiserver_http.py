@@ -190,6 +190,10 @@ async def test_discovery_follows_the_accept_header(http: aiohttp.ClientSession) 
     assert "batch" in [g["metadata"]["name"] for g in body["items"]]
     status, legacy = await _call(http, "GET", "/apis", headers={"Accept": "application/json"})
     assert (status, legacy["kind"]) == (200, "APIGroupList")
+    status, group = await _call(http, "GET", "/apis/batch")
+    assert (status, group["kind"], group["preferredVersion"]["groupVersion"]) == (200, "APIGroup", "batch/v1")
+    status, _ = await _call(http, "GET", "/apis/policy")
+    assert status == 404
 
 
 async def test_openapi_documents_carry_etags_and_honour_if_none_match(http: aiohttp.ClientSession) -> None:

@@ -10,6 +10,7 @@ from multiqueue.local.apiserver.discovery import (
     LEGACY_CONTENT_TYPE,
     aggregated_content_type,
     aggregated_discovery,
+    api_group,
     api_group_list,
     api_resource_list,
     api_versions,
@@ -88,6 +89,16 @@ def test_api_group_list_names_preferred_versions() -> None:
     }
     assert [v["version"] for v in groups["example.com"]["versions"]] == ["v1", "v1beta1", "v2alpha1"]
     assert groups["example.com"]["preferredVersion"]["version"] == "v1"
+
+
+def test_api_group_is_the_list_s_entry_for_one_group() -> None:
+    assert api_group(TYPES, "example.com") == {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        **next(g for g in api_group_list(TYPES)["groups"] if g["name"] == "example.com"),
+    }
+    assert api_group(TYPES, "policy") is None, "a group not served"
+    assert api_group(TYPES, "") is None, "the core group has no APIGroup"
 
 
 def _resources(group: str, version: str) -> dict[str, Obj]:

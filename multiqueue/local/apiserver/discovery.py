@@ -97,11 +97,19 @@ def _group_versions(types: Iterable[ResourceType], core: bool) -> dict[str, list
 
 def api_group_list(types: Iterable[ResourceType]) -> Obj:
     """GET /apis, legacy answer: every named group with its versions and the one clients should prefer."""
-    groups = []
-    for group, versions in _group_versions(types, core=False).items():
-        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+    groups = [_api_group(group, versions) for group, versions in _group_versions(types, core=False).items()]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(types: Iterable[ResourceType], group: str) -> Obj | None:
+    """GET /apis/{group}: the group's versions and the preferred one; None when the group is not served."""
+    versions = _group_versions(types, core=False).get(group)
+    return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(group, versions)} if versions else None
+
+
+def _api_group(group: str, versions: list[str]) -> Obj:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
 def _subresource_verbs(subresource: str) -> list[str]:

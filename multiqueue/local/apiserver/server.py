@@ -199,6 +199,8 @@ class ApiServer:
         if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
             return await self._openapi(request, path.removeprefix("/openapi/v3"))
         parts = [p for p in path.split("/") if p]
+        if parts[0] == "apis" and len(parts) == 2:
+            return self._api_group(parts[1])
         if parts[0] == "api" and len(parts) == 2:
             return self._resource_list("", parts[1])
         if parts[0] == "apis" and len(parts) == 3:
@@ -217,6 +219,12 @@ class ApiServer:
             body=json.dumps(body, separators=(",", ":")).encode(),
             headers={"Content-Type": content_type, "Vary": "Accept"},
         )
+
+    def _api_group(self, group: str) -> web.Response:
+        body = discovery.api_group(list(self.registry), group)
+        if body is None:
+            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return _json(body)
 
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
