@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,9 +25,27 @@ from tests.fidelity.openapi_compare import Difference, Served, compare, flatten_
 from tests.fidelity.samples import get_json, make_crd, served_resources
 
 KNOWN: Final = Path(__file__).with_name("openapi_known.yaml")
+PUBLISH_TIMEOUT: Final = 60.0
+PUBLISH_POLL: Final = 0.5
 # What kubectl's version skew check and clients read of /version.
 VERSION_FIELDS: Final = ("major", "minor", "emulationMajor", "emulationMinor", "minCompatibilityMajor")
 _MISSING_PATH: Final = re.compile(r"^.+?:paths/(?P<path>/.*)//present$")
+
+
+async def wait_published(client: KubeClient, served: list[Served]) -> None:
+    """Until the server's documents cover every served kind: upstream publishes a new CRD's a little later."""
+    paths = {f"apis/{s.group}/{s.version}" if s.group else f"api/{s.version}" for s in served}
+    plurals = {f"/{s.plural}" for s in served}
+    deadline = time.monotonic() + PUBLISH_TIMEOUT
+    while time.monotonic() < deadline:
+        index = (await get_json(client, "/openapi/v3"))["paths"]
+        listed = {path.rsplit("/", 1)[-1] for path in (await get_json(client, "/openapi/v2"))["paths"]}
+        if paths <= set(index) and {p.lstrip("/") for p in plurals} <= listed:
+            return
+        await asyncio.sleep(PUBLISH_POLL)  # nothing to watch: the documents are polled
+    raise AssertionError(
+        f"{client.name}: the OpenAPI documents did not cover {sorted(paths)} in {PUBLISH_TIMEOUT}s"
+    )
 
 
 async def documents(client: KubeClient, served: list[Served]) -> dict[str, Any]:
@@ -82,6 +101,7 @@ def test_openapi_documents_match_upstream(pair: Pair) -> None:
         async with pair.clients() as (embedded, upstream):
             await asyncio.gather(make_crd(embedded), make_crd(upstream))
             served = await served_resources(embedded)
+            await asyncio.gather(wait_published(embedded, served), wait_published(upstream, served))
             return served, await documents(embedded, served), await documents(upstream, served)
 
     served, embedded, upstream = asyncio.run(fetch())
