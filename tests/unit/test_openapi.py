@@ -166,6 +166,37 @@ def test_descriptions_are_upstream_s() -> None:
 
 
 @pytest.mark.parametrize(
+    ("doc", "definition", "field", "facts"),
+    [
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobSpec", "parallelism", {"format": "int32"}, id="int32"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobSpec", "activeDeadlineSeconds", {"format": "int64"}, id="int64"),
+        pytest.param(
+            BATCH, "io.k8s.api.core.v1.Container", "ports",
+            {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["containerPort", "protocol"]},
+            id="list-map-keys",
+        ),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {"x-kubernetes-list-type": "atomic"}, id="atomic"),
+        pytest.param(
+            BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", {"x-kubernetes-patch-strategy": "merge,retainKeys"},
+            id="retain-keys",
+        ),
+    ],
+)  # fmt: skip
+def test_upstream_facts_the_client_lacks_are_published(
+    doc: Obj, definition: str, field: str, facts: Obj
+) -> None:
+    found = schemas(doc)[definition]["properties"][field]
+    assert {k: found.get(k) for k in facts} == facts
+
+
+def test_definition_level_facts() -> None:
+    selector = schemas(BATCH)["io.k8s.api.core.v1.ConfigMapKeySelector"]
+    assert selector["x-kubernetes-map-type"] == "atomic"
+    service_port = schemas(CORE)["io.k8s.api.core.v1.ServicePort"]
+    assert service_port["required"] == ["port"] and service_port["properties"]["port"]["format"] == "int32"
+
+
+@pytest.mark.parametrize(
     ("doc", "definition", "field", "expected"),
     [
         pytest.param(
