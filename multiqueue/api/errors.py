@@ -8,7 +8,9 @@ message format identical to upstream's means ``kubectl`` users see the errors th
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import json
+import math
 from enum import StrEnum
 from typing import Any, Final
 
@@ -17,6 +19,8 @@ class ErrorType(StrEnum):
     """The ``details.causes[].reason`` values upstream uses for field errors."""
 
     INVALID = "FieldValueInvalid"
+    TYPE_INVALID = "FieldValueTypeInvalid"
+    TOO_MANY = "FieldValueTooMany"
     REQUIRED = "FieldValueRequired"
     DUPLICATE = "FieldValueDuplicate"
     TOO_LONG = "FieldValueTooLong"
@@ -32,6 +36,8 @@ class ErrorType(StrEnum):
 
 _LABELS: Final = {
     ErrorType.INVALID: "Invalid value",
+    ErrorType.TYPE_INVALID: "Invalid value",
+    ErrorType.TOO_MANY: "Too many",
     ErrorType.REQUIRED: "Required value",
     ErrorType.DUPLICATE: "Duplicate value",
     ErrorType.TOO_LONG: "Too long",
@@ -72,18 +78,30 @@ class FieldError:
         return text
 
     def message(self) -> str:
-        return f"{self.field}: {self.body()}" if self.field else self.body()
+        """``field: body``; Go keeps the separator when the error is about the whole object (no field)."""
+        return f"{self.field}: {self.body()}"
 
     def __str__(self) -> str:
         return self.message()
 
 
+@dataclasses.dataclass(frozen=True)
+class Printed:
+    """A bad value already printed as upstream prints it (a Go struct, say, whose fields keep their order)."""
+
+    text: str
+
+
 def format_value(value: Any) -> str:
     """Print a bad value roughly as Go's ``%v``/``%q`` would: strings quoted, numbers bare, the rest as JSON."""
+    if isinstance(value, Printed):
+        return value.text
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return go_float(value)
     if isinstance(value, str):
         return json.dumps(value)
     if value is None:
@@ -92,6 +110,24 @@ def format_value(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         return repr(value)
+
+
+def go_float(value: float) -> str:
+    """A float as Go's ``%v`` prints it: the shortest digits, in exponent form below 1e-4 and from 1e6 on."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    shortest = decimal.Decimal(repr(abs(value))).normalize()
+    exponent = shortest.adjusted()
+    if -4 <= exponent < 6:
+        return sign + repr(abs(value)).removesuffix(".0")
+    digits = "".join(str(d) for d in shortest.as_tuple().digits)
+    mantissa = digits[0] + (f".{digits[1:]}" if len(digits) > 1 else "")
+    return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
 
 
 def invalid(path: str, value: Any, detail: str) -> FieldError:
@@ -117,6 +153,16 @@ def too_long(path: str, limit: int) -> FieldError:
 def not_supported(path: str, value: Any, supported: list[str]) -> FieldError:
     quoted = ", ".join(json.dumps(s) for s in supported)
     return FieldError(ErrorType.NOT_SUPPORTED, path, f"supported values: {quoted}", value)
+
+
+def type_invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError(ErrorType.TYPE_INVALID, path, detail, value)
+
+
+def too_many(path: str, actual: int, limit: int) -> FieldError:
+    return FieldError(
+        ErrorType.TOO_MANY, path, f"must have at most {limit} item{'' if limit == 1 else 's'}", actual
+    )
 
 
 def immutable(path: str, value: Any = OMITTED) -> FieldError:
@@ -169,7 +215,10 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
     messages = [e.message() for e in errors]
     joined = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
     details = _details(name, group, kind)
-    details["causes"] = [{"reason": str(e.type), "message": e.body(), "field": e.field} for e in errors]
+    details["causes"] = [
+        {"reason": str(e.type), "message": e.body(), **({"field": e.field} if e.field else {})}
+        for e in errors
+    ]
     return status(422, "Invalid", f'{qualified_kind(kind, group)} "{name}" is invalid: {joined}', details)
 
 

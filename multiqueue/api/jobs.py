@@ -603,7 +603,8 @@ def _validate_spec(spec: Obj, path: str) -> list[FieldError]:
     # A nil selector selects nothing, so upstream reports the mismatch too.
     if _selector_matches(selector, labels) is False:
         detail = "`selector` does not match template `labels`"
-        errs.append(invalid(f"{path}.template.metadata.labels", labels, detail))
+        written = as_dict(as_dict(spec.get("template")).get("metadata")).get("labels")  # null when absent
+        errs.append(invalid(f"{path}.template.metadata.labels", written, detail))
     return errs
 
 

@@ -6,6 +6,7 @@ Pure functions over plain dicts. Validators return upstream's messages so errors
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -50,15 +51,22 @@ def _max_len_msg(limit: int) -> str:
     return f"must be no more than {limit} characters"
 
 
+def _max_bytes_msg(limit: int) -> str:
+    """Label keys and values are checked by upstream's newer content rules, which count bytes."""
+    return f"must be no more than {limit} bytes"
+
+
 def dns1123_label_errors(value: str) -> list[str]:
     errs = [] if len(value) <= DNS1123_LABEL_MAX else [_max_len_msg(DNS1123_LABEL_MAX)]
     if not _DNS1123_LABEL.fullmatch(value):
-        errs.append(_LABEL_MSG)
+        # Within the length already checked, a subdomain that is no label has dots.
+        errs.append("must not contain dots" if _DNS1123_SUBDOMAIN.fullmatch(value) else _LABEL_MSG)
     return errs
 
 
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = [] if len(value) <= DNS1123_SUBDOMAIN_MAX else [_max_len_msg(DNS1123_SUBDOMAIN_MAX)]
+def dns1123_subdomain_errors(value: str, in_bytes: bool = False) -> list[str]:
+    too_long = _max_bytes_msg if in_bytes else _max_len_msg
+    errs = [] if len(value) <= DNS1123_SUBDOMAIN_MAX else [too_long(DNS1123_SUBDOMAIN_MAX)]
     if not _DNS1123_SUBDOMAIN.fullmatch(value):
         errs.append(_SUBDOMAIN_MSG)
     return errs
@@ -66,22 +74,32 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
 
 def qualified_name_errors(value: str) -> list[str]:
     """Label and annotation keys: an optional DNS subdomain prefix and '/', then a name of at most 63."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and not prefix:
-        return ["prefix part must be non-empty"]
-    errs = [f"prefix part {e}" for e in dns1123_subdomain_errors(prefix)] if slash else []
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [
+            f"a valid label key {_NAME_PART_MSG.removeprefix('name part ')} with an optional DNS subdomain prefix "
+            "and '/' (e.g. 'example.com/MyName')"
+        ]
+    errs: list[str] = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        errs += (
+            [f"prefix part {e}" for e in dns1123_subdomain_errors(prefix, in_bytes=True)]
+            if prefix
+            else ["prefix part must be non-empty"]
+        )
+    name = parts[-1]
     if not name:
         errs.append("name part must be non-empty")
-    else:
-        if len(name) > LABEL_VALUE_MAX:
-            errs.append(f"name part {_max_len_msg(LABEL_VALUE_MAX)}")
-        if not _QUALIFIED_NAME.fullmatch(name):
-            errs.append(_NAME_PART_MSG)
+    elif len(name) > LABEL_VALUE_MAX:
+        errs.append(f"name part {_max_bytes_msg(LABEL_VALUE_MAX)}")
+    if not _QUALIFIED_NAME.fullmatch(name):
+        errs.append(_NAME_PART_MSG)
     return errs
 
 
 def label_value_errors(value: str) -> list[str]:
-    errs = [] if len(value) <= LABEL_VALUE_MAX else [_max_len_msg(LABEL_VALUE_MAX)]
+    errs = [] if len(value) <= LABEL_VALUE_MAX else [_max_bytes_msg(LABEL_VALUE_MAX)]
     if not _LABEL_VALUE.fullmatch(value):
         errs.append(_LABEL_VALUE_MSG)
     return errs
@@ -120,8 +138,21 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_object_meta(meta: Any, namespaced: bool, path: str = "metadata") -> list[FieldError]:
-    """Upstream's ValidateObjectMeta with DNS-1123 subdomain names (Jobs, CronJobs, Pods and most kinds)."""
+def path_segment_name_errors(value: str) -> list[str]:
+    """The least any name must be, since it is a segment of the object's URL (Events need no more)."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{part}'" for part in ("/", "%") if part in value]
+
+
+NameRule = Callable[[str], list[str]]
+
+
+def validate_object_meta(
+    meta: Any, namespaced: bool, path: str = "metadata", name_errors: NameRule = dns1123_subdomain_errors
+) -> list[FieldError]:
+    """Upstream's ValidateObjectMeta; names are DNS-1123 subdomains (most kinds) unless the kind says otherwise
+    (``dns1123_label_errors`` for Namespaces and Services, ``path_segment_name_errors`` for Events)."""
     if not isinstance(meta, dict):
         return [required(path, "")]
     errs: list[FieldError] = []
@@ -133,7 +164,7 @@ def validate_object_meta(meta: Any, namespaced: bool, path: str = "metadata") ->
         if not isinstance(name, str):
             errs.append(invalid(f"{path}.name", name, "must be a string"))
         else:
-            errs += [invalid(f"{path}.name", name, m) for m in dns1123_subdomain_errors(name)]
+            errs += [invalid(f"{path}.name", name, m) for m in name_errors(name)]
     namespace = meta.get("namespace")
     if namespaced:
         if not namespace:
@@ -163,6 +194,19 @@ def validate_object_meta_update(new: Any, old: Any, path: str = "metadata") -> l
 
 
 # --- Small accessors ----------------------------------------------------------------------------------------
+
+
+# ObjectMeta fields Go leaves out when empty (omitempty): written empty, they read back absent.
+_OMITTED_WHEN_EMPTY: Final = ("labels", "annotations", "ownerReferences", "finalizers", "managedFields")
+
+
+def drop_empty_metadata(obj: Obj) -> None:
+    """Remove the metadata maps and lists a write left empty, as the object reads back from upstream."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for field in _OMITTED_WHEN_EMPTY:
+            if field in meta and meta[field] in (None, {}, []):
+                del meta[field]
 
 
 def as_dict(value: Any) -> Obj:

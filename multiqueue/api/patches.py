@@ -102,6 +102,8 @@ MERGE_KEYS: Final[dict[tuple[str, str], dict[str, str]]] = {
         "status.addresses": "type",
     },
     ("", "Namespace"): {**_META, "status.conditions": "type"},
+    ("", "Service"): {**_META, "spec.ports": "port", "status.conditions": "type"},
+    ("apps", "Deployment"): {**_META, **_nested("spec.template", _POD_TEMPLATE), "status.conditions": "type"},
     ("", "ServiceAccount"): {**_META, "secrets": "name"},
     ("", "Event"): dict(_META),
     ("", "ConfigMap"): dict(_META),

@@ -73,6 +73,14 @@ def default_pod_spec(spec: Obj) -> Obj:
     return result
 
 
+def default_pod(spec: Obj) -> Obj:
+    """Upstream's SetDefaults_Pod on a pod's spec: the pod spec defaults, and service links (pods only, not
+    templates)."""
+    result = default_pod_spec(spec)
+    result.setdefault("enableServiceLinks", True)
+    return result
+
+
 def _default_container(container: Obj) -> None:
     image = str(container.get("image") or "")
     tag = image.rsplit("/", 1)[-1]
@@ -81,6 +89,9 @@ def _default_container(container: Obj) -> None:
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
     container.setdefault("resources", {})
+    for port in as_list(container.get("ports")):
+        if isinstance(port, dict) and not port.get("protocol"):
+            port["protocol"] = "TCP"
 
 
 # The tolerations kube-apiserver's DefaultTolerationSeconds admission gives every pod that has none for these.
@@ -102,10 +113,9 @@ _DEFAULT_TOLERATIONS: Final = (
 
 def admitted_pod_spec(spec: Obj) -> Obj:
     """What kube-apiserver's default admission adds to a new pod (not to templates): the service account it runs
-    as, service links, the NoExecute tolerations for an unready or unreachable node, and, for a pod that names no
-    PriorityClass, priority 0 with the default preemption policy."""
+    as, the NoExecute tolerations for an unready or unreachable node, and, for a pod that names no PriorityClass,
+    priority 0 with the default preemption policy."""
     result = copy.deepcopy(spec)
-    result.setdefault("enableServiceLinks", True)
     account = result.get("serviceAccountName") or result.get("serviceAccount") or "default"
     result["serviceAccountName"] = result["serviceAccount"] = account
     if not result.get("priorityClassName"):
@@ -243,6 +253,14 @@ def validate_pod_spec_update(new: Any, old: Any, path: str) -> list[FieldError]:
             )
         ]
     return []
+
+
+def default_condition_times(pod: Obj) -> None:
+    """A condition's times are structs in Go, never left out: unset ones read back as null."""
+    for condition in as_list(as_dict(pod.get("status")).get("conditions")):
+        if isinstance(condition, dict):
+            condition.setdefault("lastProbeTime", None)
+            condition.setdefault("lastTransitionTime", None)
 
 
 # --- what controllers read ----------------------------------------------------------------------------------

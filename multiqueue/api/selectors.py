@@ -530,6 +530,7 @@ _SELECTABLE: Final[dict[tuple[str, str], dict[str, _Extract]]] = {
     },
     ("batch", "Job"): {**_NAMESPACED, "status.successful": _at("status.succeeded", "0")},
     ("", "Secret"): {**_NAMESPACED, "type": _at("type")},
+    ("", "Service"): {**_NAMESPACED, "spec.clusterIP": _at("spec.clusterIP"), "spec.type": _at("spec.type")},
     ("", "Namespace"): {**_NAME, "status.phase": _at("status.phase")},
     ("", "Node"): {**_NAME, "spec.unschedulable": _at("spec.unschedulable", "false")},
 }
@@ -546,7 +547,22 @@ def fields_of(group: str, kind: str, obj: Any) -> dict[str, str]:
 
 
 def unsupported_fields(group: str, kind: str, selector: FieldSelector) -> list[str]:
-    """Fields the selector names that this kind cannot be selected by; the server answers the first with
-    400 ``field label not supported: <field>``, as upstream does."""
+    """Fields the selector names that this kind cannot be selected by; the server refuses the first with
+    :func:`unsupported_field_message`."""
     supported = _selectable(group, kind)
     return [field for field in selector.fields if field not in supported]
+
+
+# Kinds whose group registers its own field-label conversion; the others get the generic one's words.
+_CONVERTED: Final = frozenset(
+    {("", "Pod"), ("", "Node"), ("", "Event"), ("", "Namespace"), ("", "Secret"), ("", "Service")}
+)
+
+
+def unsupported_field_message(group: str, kind: str, field: str, custom_resource: bool = False) -> str:
+    """The 400 message for a field a kind cannot be selected by: each upstream conversion words it its own way."""
+    if (group, kind) == ("batch", "Job"):
+        return f"field label {json.dumps(field)} not supported for Job"
+    if custom_resource or (group, kind) in _CONVERTED:
+        return f"field label not supported: {field}"
+    return f'{json.dumps(field)} is not a known field selector: only "metadata.name", "metadata.namespace"'

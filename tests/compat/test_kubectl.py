@@ -71,6 +71,21 @@ def test_apply_twice_is_unchanged(cluster: Cluster, tmp_path: Path) -> None:
     assert job["metadata"]["generation"] == 2
 
 
+def test_server_side_apply_then_diff_finds_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB.format(name="server-applied"))
+    applied = cluster.kubectl("apply", "--server-side", "-f", str(manifest)).stdout.strip()
+    assert applied == "job.batch/server-applied serverside-applied"
+    assert cluster.kubectl("diff", "--server-side", "-f", str(manifest), check=False).returncode == 0
+    manifest.write_text(JOB.format(name="server-applied").replace("suspend: true", "suspend: false"))
+    assert cluster.kubectl("diff", "--server-side", "-f", str(manifest), check=False).returncode == 1
+    shown = cluster.kubectl("get", "job", "server-applied", "-o", "json", "--show-managed-fields").stdout
+    job = json.loads(shown)
+    assert [(e["manager"], e["operation"]) for e in job["metadata"]["managedFields"]] == [
+        ("kubectl", "Apply")
+    ]
+
+
 def test_label_and_patch_types(cluster: Cluster) -> None:
     cluster.kubectl("create", "-f", "-", stdin=JOB.format(name="patched"))
     assert "labeled" in cluster.kubectl("label", "job", "patched", "tier=batch").stdout

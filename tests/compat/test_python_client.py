@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client, dynamic, watch
 from kubernetes.client.rest import ApiException
 
 from tests.compat.conftest import Cluster
@@ -97,6 +97,27 @@ def test_stale_update_is_a_conflict(batch: client.BatchV1Api) -> None:
     status = json.loads(conflict.value.body)
     assert status["reason"] == "Conflict"
     assert "the object has been modified" in status["message"]
+
+
+def test_server_side_apply_with_the_dynamic_client(cluster: Cluster) -> None:
+    with cluster.api_client() as api_client:
+        jobs = dynamic.DynamicClient(api_client).resources.get(api_version="batch/v1", kind="Job")
+        body = job_body("applied", parallelism=1)
+        made = jobs.server_side_apply(body=body, namespace="default", field_manager="deployer")
+        assert [(e.manager, e.operation) for e in made.metadata.managedFields] == [("deployer", "Apply")]
+        with pytest.raises(ApiException) as conflict:
+            jobs.server_side_apply(
+                body=job_body("applied", parallelism=2), namespace="default", field_manager="scaler"
+            )
+        assert conflict.value.status == 409
+        assert json.loads(conflict.value.body)["details"]["causes"][0]["field"] == ".spec.parallelism"
+        forced = jobs.server_side_apply(
+            body=job_body("applied", parallelism=2),
+            namespace="default",
+            field_manager="scaler",
+            force_conflicts=True,
+        )
+        assert forced.spec.parallelism == 2
 
 
 def test_invalid_status_transition_is_422_with_causes(batch: client.BatchV1Api) -> None:

@@ -1,8 +1,8 @@
 """Normalizing two servers' answers to one request and saying how they differ.
 
 What is different by nature between two clusters is replaced by a placeholder before comparing: uids,
-resourceVersions, timestamps, generated names, continue tokens, ``managedFields`` (except on server-side apply,
-where they are the point) and ``selfLink``. What remains must be equal: the status code, the body (for errors the
+resourceVersions, timestamps (also those of ``managedFields`` entries, whose fields and managers are compared),
+generated names, continue tokens and ``selfLink``. What remains must be equal: the status code, the body (for errors the
 Status reason, message and causes), the ``Warning`` headers and, for a watch, the event types in order with the
 objects' names.
 """
@@ -35,23 +35,21 @@ class Answer:
     events: list[Any] | None = None
 
 
-def _scrub(value: Any, generated: Mapping[str, str], keep_managed: bool) -> Any:
+def _scrub(value: Any, generated: Mapping[str, str]) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key in VOLATILE_META and isinstance(item, str | int) and item not in ("", None):
                 out[key] = f"<{key}>"
-            elif key == "managedFields" and not keep_managed:
-                continue
             elif key == "managedFields":
                 out[key] = [_managed_entry(e) for e in item] if isinstance(item, list) else item
             elif key in ("continue",) and isinstance(item, str) and item:
                 out[key] = "<continue>"
             else:
-                out[key] = _scrub(item, generated, keep_managed)
+                out[key] = _scrub(item, generated)
         return out
     if isinstance(value, list):
-        return [_scrub(v, generated, keep_managed) for v in value]
+        return [_scrub(v, generated) for v in value]
     if isinstance(value, str):
         if TIME.match(value):
             return "<time>"
@@ -82,11 +80,11 @@ def _generated_names(body: Any) -> dict[str, str]:
     return found
 
 
-def normalize(answer: Answer, keep_managed: bool = False) -> dict[str, Any]:
+def normalize(answer: Answer) -> dict[str, Any]:
     """The comparable form of an answer."""
     generated = _generated_names(answer.body)
-    out: dict[str, Any] = {"code": answer.code, "body": _scrub(answer.body, generated, keep_managed)}
-    out["warnings"] = sorted(_scrub(answer.warnings, generated, keep_managed))
+    out: dict[str, Any] = {"code": answer.code, "body": _scrub(answer.body, generated)}
+    out["warnings"] = sorted(_scrub(answer.warnings, generated))
     if answer.events is not None:
         out["events"] = [_event_summary(e) for e in answer.events if _event_type(e) != "BOOKMARK"]
         out["body"] = None

@@ -130,9 +130,8 @@ async def run_pair(embedded: KubeClient, upstream: KubeClient) -> list[dict[str,
 def compare_answers(ours: dict[str, Answer], theirs: dict[str, Answer]) -> list[dict[str, Any]]:
     outcomes = []
     for step in api_script.steps():
-        keep_managed = step.content_type == api_script.APPLY
-        a = normalize(ours[step.id], keep_managed)
-        b = normalize(theirs[step.id], keep_managed)
+        a = normalize(ours[step.id])
+        b = normalize(theirs[step.id])
         diff = differences(a, b)
         outcomes.append({"id": step.id, "match": not diff, "differences": diff, "embedded": a, "upstream": b})
     return outcomes

@@ -10,6 +10,7 @@ import pytest
 from multiqueue.local.apiserver.decoding import (
     check_directive,
     decode,
+    decode_apply,
     drop_unknown,
     read_yaml,
     strict_error,
@@ -140,3 +141,37 @@ def test_broken_yaml_is_refused_in_upstreams_words(raw: bytes, complaint: str) -
         refused.value.status["message"]
         == f"the object provided is unrecognized (must be of type ConfigMap): {complaint}"
     )
+
+
+REPEATED = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  a: '1'\n  a: '2'\n  when: 2026-01-01T00:00:00Z\n"
+
+
+@pytest.mark.parametrize(
+    ("directive", "warned"),
+    [
+        pytest.param("", [], id="default-ignores"),
+        pytest.param("Ignore", [], id="ignore"),
+        pytest.param("Warn", ['299 - "line 6: key \\"a\\" already set in map"'], id="warn"),
+    ],
+)
+def test_apply_bodies_are_yaml_whose_last_repeated_key_wins(directive: str, warned: list[str]) -> None:
+    config, warnings = decode_apply(REPEATED, directive)
+    assert config["data"] == {"a": "2", "when": "2026-01-01T00:00:00Z"}, "timestamps stay strings"
+    assert warnings == warned
+
+
+@pytest.mark.parametrize(
+    ("body", "directive", "message"),
+    [
+        pytest.param(REPEATED, "Strict", 'error strict decoding patch: error converting YAML to JSON: yaml: '
+                     'unmarshal errors:\n  line 6: key "a" already set in map', id="strict-refuses-repeats"),
+        pytest.param("data: [", "", "error encoding patch: yaml: line 1: expected the node content, but found "
+                     "'<stream end>'", id="not-yaml"),
+        pytest.param("- a", "", "error decoding patch: json: cannot unmarshal array into Go value of type "
+                     "map[string]interface {}", id="not-an-object"),
+    ],
+)  # fmt: skip
+def test_apply_bodies_that_are_refused(body: str, directive: str, message: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        decode_apply(body, directive)
+    assert (refused.value.code, refused.value.status["message"]) == (400, message)

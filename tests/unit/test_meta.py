@@ -45,7 +45,7 @@ def test_dns1123_subdomain(value: str, ok: bool) -> None:
         pytest.param({"/x": "y"}, "prefix part must be non-empty", id="empty-prefix"),
         pytest.param({"Bad_Prefix/x": "y"}, "prefix part a lowercase RFC 1123 subdomain", id="bad-prefix"),
         pytest.param({"app": "-web"}, "a valid label must be an empty string", id="bad-value"),
-        pytest.param({"app": "x" * 64}, "must be no more than 63 characters", id="long-value"),
+        pytest.param({"app": "x" * 64}, "must be no more than 63 bytes", id="long-value"),
         pytest.param({"app": 3}, "must be a string", id="non-string-value"),
     ],
 )

@@ -263,6 +263,65 @@ def test_scalar_definitions(name: str, schema: Obj) -> None:
     assert f"{META}.MicroTime" not in schemas(BATCH), "only referenced scalars are included"
 
 
+def _keyed(keys: list[str], merge_key: str) -> dict[str, Any]:
+    return {
+        "x-kubernetes-list-map-keys": keys,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-patch-merge-key": merge_key,
+        "x-kubernetes-patch-strategy": "merge",
+    }
+
+
+@pytest.mark.parametrize(
+    ("doc", "definition", "field", "expected"),
+    [
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "containers", _keyed(["name"], "name"), id="containers"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes",
+                     {**_keyed(["name"], "name"), "x-kubernetes-patch-strategy": "merge,retainKeys"}, id="volumes"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "env", _keyed(["name"], "name"), id="env"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "ports", _keyed(["containerPort", "protocol"],
+                     "containerPort"), id="ports-keyed-by-port-and-protocol"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobStatus", "conditions",
+                     {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "type",
+                      "x-kubernetes-patch-strategy": "merge"}, id="job-conditions-atomic-for-apply"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", {"x-kubernetes-list-type": "atomic"},
+                     id="cronjob-active"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "ownerReferences", _keyed(["uid"], "uid"), id="owner-references"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "finalizers",
+                     {"x-kubernetes-patch-strategy": "merge", "x-kubernetes-list-type": "set"}, id="finalizers"),
+        pytest.param(CORE, "io.k8s.api.core.v1.NodeStatus", "addresses", _keyed(["type"], "type"),
+                     id="node-addresses"),
+        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "podIPs", _keyed(["ip"], "ip"), id="pod-ips"),
+        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "hostIPs",
+                     {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "ip",
+                      "x-kubernetes-patch-strategy": "merge"}, id="host-ips-atomic-for-apply"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {"x-kubernetes-list-type": "atomic"},
+                     id="tolerations"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", {"x-kubernetes-list-type": "atomic"}, id="args"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.UncountedTerminatedPods", "succeeded",
+                     {"x-kubernetes-list-type": "set"}, id="uncounted-set"),
+    ],
+)  # fmt: skip
+def test_lists_publish_their_merge_keys_and_list_types(
+    doc: Obj, definition: str, field: str, expected: dict[str, Any]
+) -> None:
+    """Strategic merge keys (what kubectl's client-side apply reads) and the list types server-side apply uses,
+    as upstream publishes them (openapi_facts.json)."""
+    found = schemas(doc)[definition]["properties"][field]
+    assert {k: v for k, v in found.items() if k.startswith("x-kubernetes-")} == expected
+
+
+def test_atomic_structs_and_list_key_defaults_are_published() -> None:
+    batch = schemas(BATCH)
+    assert batch[f"{META}.LabelSelector"]["x-kubernetes-map-type"] == "atomic"
+    assert (
+        batch["io.k8s.api.core.v1.PodSpec"]["properties"]["nodeSelector"]["x-kubernetes-map-type"] == "atomic"
+    )
+    assert batch["io.k8s.api.core.v1.ContainerPort"]["properties"]["protocol"]["default"] == "TCP"
+    assert batch["io.k8s.api.core.v1.EnvVar"]["properties"]["name"]["default"] == ""
+    assert "x-kubernetes-map-type" not in batch["io.k8s.api.core.v1.PodSpec"]
+
+
 @pytest.mark.parametrize(
     ("doc", "definition", "field", "kind", "path"),
     [
@@ -491,12 +550,12 @@ def test_each_group_version_has_its_resource_list() -> None:
     [
         pytest.param(
             BATCH, "/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-            ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"],
+            ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"],
             id="builtin",
         ),
         pytest.param(
             CUSTOM, "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}",
-            ["application/json-patch+json", "application/merge-patch+json"], id="custom-has-no-strategic-merge",
+            ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"], id="custom-has-no-strategic-merge",
         ),
     ],
 )  # fmt: skip

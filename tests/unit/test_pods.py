@@ -329,12 +329,11 @@ TOLERATE_UNREACHABLE: dict[str, Any] = {
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        pytest.param({}, {"enableServiceLinks": True, "serviceAccountName": "default", "serviceAccount": "default", "priority": 0, "preemptionPolicy": "PreemptLowerPriority", "tolerations": [TOLERATE_NOT_READY, TOLERATE_UNREACHABLE]}, id="nothing-set"),
+        pytest.param({}, {"serviceAccountName": "default", "serviceAccount": "default", "priority": 0, "preemptionPolicy": "PreemptLowerPriority", "tolerations": [TOLERATE_NOT_READY, TOLERATE_UNREACHABLE]}, id="nothing-set"),
         pytest.param({"serviceAccount": "runner"}, {"serviceAccountName": "runner", "serviceAccount": "runner"}, id="old-account-field"),
         pytest.param({"priorityClassName": "high"}, {"priorityClassName": "high"}, id="named-class-left-to-its-admission"),
         pytest.param({"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}]}, {"tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists"}, TOLERATE_NOT_READY]}, id="own-toleration-kept"),
         pytest.param({"tolerations": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}, {"tolerations": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}, TOLERATE_NOT_READY, TOLERATE_UNREACHABLE]}, id="other-effect-does-not-count"),
-        pytest.param({"enableServiceLinks": False}, {"enableServiceLinks": False}, id="service-links-off"),
     ],
 )  # fmt: skip
 def test_admission_completes_a_new_pod_as_kube_apiserver_does(
@@ -344,3 +343,15 @@ def test_admission_completes_a_new_pod_as_kube_apiserver_does(
     assert {k: admitted[k] for k in expected} == expected
     if "priorityClassName" in spec:
         assert "priority" not in admitted and "preemptionPolicy" not in admitted
+
+
+@pytest.mark.parametrize(
+    ("spec", "links"),
+    [
+        pytest.param({}, True, id="on-by-default"),
+        pytest.param({"enableServiceLinks": False}, False, id="kept-off"),
+    ],
+)
+def test_pods_default_service_links_where_templates_do_not(spec: dict[str, Any], links: bool) -> None:
+    assert pods.default_pod(spec)["enableServiceLinks"] is links
+    assert pods.default_pod_spec(spec).get("enableServiceLinks") == spec.get("enableServiceLinks")

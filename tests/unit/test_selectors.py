@@ -24,6 +24,7 @@ from multiqueue.api.selectors import (
     parse_field_selector,
     parse_label_selector,
     requirement,
+    unsupported_field_message,
     unsupported_fields,
 )
 
@@ -147,13 +148,13 @@ def test_label_selector_matching(text: str, matches: bool) -> None:
         pytest.param(
             "a" * 64,
             f'unable to parse requirement: <nil>: Invalid value: "{"a" * 64}": name part must be no more than 63 '
-            "characters",
+            "bytes",
             id="key-too-long",
         ),
         pytest.param(
             "a=" + "b" * 64,
             f'unable to parse requirement: values[0][a]: Invalid value: "{"b" * 64}": must be no more than 63 '
-            "characters",
+            "bytes",
             id="value-too-long",
         ),
         pytest.param(
@@ -281,8 +282,9 @@ def test_label_selector_from_dict_reads_like_its_string_form() -> None:
         ),
         pytest.param(
             {"matchExpressions": [{"key": "", "operator": "In", "values": ["-x", "ok"]}]},
-            f'[key: Invalid value: "": name part must be non-empty, values[0][]: Invalid value: "-x": '
-            f"{_LABEL_VALUE_MSG}]",
+            # Go checks an empty name part against the pattern too, and joins what it finds with "; ".
+            f'[key: Invalid value: "": name part must be non-empty; {_NAME_PART_MSG}, values[0][]: Invalid value: '
+            f'"-x": {_LABEL_VALUE_MSG}]',
             id="every-problem-reported",
         ),
         pytest.param("app=web", "a label selector must be an object, not str", id="not-an-object"),
@@ -463,6 +465,26 @@ def test_fields_of_a_pod() -> None:
 )
 def test_unsupported_fields(group: str, kind: str, text: str, unsupported: list[str]) -> None:
     assert unsupported_fields(group, kind, parse_field_selector(text)) == unsupported
+
+
+@pytest.mark.parametrize(
+    ("group", "kind", "custom", "message"),
+    [
+        pytest.param("", "Pod", False, "field label not supported: x.y", id="pod-own-conversion"),
+        pytest.param("", "Service", False, "field label not supported: x.y", id="service-own-conversion"),
+        pytest.param("batch", "Job", False, 'field label "x.y" not supported for Job', id="job"),
+        pytest.param(
+            "",
+            "ConfigMap",
+            False,
+            '"x.y" is not a known field selector: only "metadata.name", "metadata.namespace"',
+            id="generic",
+        ),
+        pytest.param("example.com", "Widget", True, "field label not supported: x.y", id="custom-resource"),
+    ],
+)
+def test_unsupported_field_message(group: str, kind: str, custom: bool, message: str) -> None:
+    assert unsupported_field_message(group, kind, "x.y", custom) == message
 
 
 def test_everything_field_selector() -> None:

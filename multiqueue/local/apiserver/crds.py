@@ -10,11 +10,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from multiqueue.api.meta import as_dict, condition_is_true, metadata, set_condition
-from multiqueue.local.apiserver.registry import CRD_KEY, Registry
+from multiqueue.api.meta import as_dict, as_list, condition_is_true, format_time, metadata
+from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.registry import CRD_KEY, Registry, crd_types
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError, Rest
 from multiqueue.local.apiserver.store import Event, Store
+from multiqueue.local.apiserver.strategies import CLEANUP_FINALIZER
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +83,29 @@ class CrdController:
         crd = self.store.get(CRD_KEY, "", name)
         if crd is None:
             return
+        if metadata(crd).get("deletionTimestamp"):
+            if CLEANUP_FINALIZER in as_list(metadata(crd).get("finalizers")):
+                await self._clean_up(crd)
+            return
         if condition_is_true(as_dict(crd.get("status")).get("conditions"), "Established"):
             return  # served since the event arrived
         updated = copy.deepcopy(crd)
         status = as_dict(updated.setdefault("status", {}))
-        new_conditions = list(status.get("conditions") or [])
-        now = self.clock()
-        set_condition(new_conditions, "NamesAccepted", "True", "NoConflicts", "no conflicts found", now)
-        set_condition(
-            new_conditions,
-            "Established",
-            "True",
-            "InitialNamesAccepted",
-            "the initial names have been accepted",
-            now,
-        )
-        status["conditions"] = new_conditions
+        stamp = format_time(self.clock())
+        # A definition's conditions carry no lastProbeTime.
+        status["conditions"] = [
+            {
+                "type": type_,
+                "status": "True",
+                "lastTransitionTime": stamp,
+                "reason": reason,
+                "message": message,
+            }
+            for type_, reason, message in (
+                ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            )
+        ]
         status["acceptedNames"] = as_dict(updated.get("spec")).get("names", {})
         status["storedVersions"] = [
             str(v.get("name"))
@@ -107,7 +116,15 @@ class CrdController:
         # Serve the kind before the write that says Established: reads see a write as soon as it is applied,
         # before its commit event, so serving on the event alone would leave a moment of 404s.
         self.registry.apply_crd(updated)
-        await self.rest.update(rtype, "", name, updated, subresource="status")
+        await self.rest.update(rtype, "", name, updated, subresource="status", manager="kube-apiserver")
+
+    async def _clean_up(self, crd: Obj) -> None:
+        """A definition being deleted: its objects go first, then its finalizer, and with it the definition."""
+        for rtype in crd_types(crd)[:1]:
+            for obj in self.store.list_objects(rtype.key):
+                meta = metadata(obj)
+                await self.store.remove(rtype.key, str(meta.get("namespace") or ""), str(meta.get("name")))
+        await self.rest.remove_finalizer(self.registry.by_key(CRD_KEY)[0], crd, CLEANUP_FINALIZER)
 
 
 def _as_event(obj: dict[str, Any]) -> Event:

@@ -20,18 +20,22 @@ from typing import Any, Final
 import kubernetes.client.models as models
 import yaml
 
-from multiqueue.api import errors
+from multiqueue.api import errors, godecode, structural
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.protobuf import summarize
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 
 YAML: Final = "application/yaml"
+# What a create or update body may be written in, as kube-apiserver lists it when refusing another.
+BODY_MEDIA_TYPES: Final = ("application/json", YAML, "application/vnd.kubernetes.protobuf")
 # PyYAML's words for the commonest mistakes -> libyaml's (go-yaml's), which upstream's message carries.
 _LIBYAML_WORDS: Final = {
     "mapping values are not allowed here": "mapping values are not allowed in this context",
     "expected <block end>, but found '<block mapping start>'": "did not find expected key",
 }
+# Fields of a model that Go holds as bytes: maps of base64 strings, decoded (and refused) with the body.
+_BYTE_MAPS: Final = {"V1Secret": ("data",), "V1ConfigMap": ("binaryData",)}
 STRICT: Final = "Strict"
 WARN: Final = "Warn"
 IGNORE: Final = "Ignore"
@@ -135,18 +139,59 @@ def check_directive(directive: str, options_kind: str) -> None:
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
 
 
+def check_body(rtype: ResourceType, content_type: str, raw: bytes) -> None:
+    """Refuse a create or update body as kube-apiserver's decoder does: 415 for a media type it does not
+    decode, 400 with Go's syntax error for JSON that is not."""
+    media = content_type.split(";")[0].strip().lower()
+    if media and media not in BODY_MEDIA_TYPES:
+        accepted = ", ".join(BODY_MEDIA_TYPES)
+        message = (
+            f"the body of the request was in an unknown format - accepted media types include: {accepted}"
+        )
+        raise ApiError(errors.status(415, "UnsupportedMediaType", message))
+    if media not in ("", "application/json") or not raw.strip():
+        return
+    problem = godecode.json_syntax_error(raw)
+    if problem:
+        message = (
+            f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
+            f"json parse error: {problem} ({summarize(raw)})"
+        )
+        raise ApiError(errors.status(400, "BadRequest", message))
+
+
 def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
-    """Drop the fields ``rtype`` does not have from ``body``; the Warning headers to answer with. Raises
-    :class:`ApiError` under Strict for any unknown field (the directive checked beforehand by
-    :func:`check_directive`). Custom resources are left to their schema."""
-    if rtype.model is None or rtype.schema is not None:
+    """Drop the fields ``rtype`` does not have (a custom resource: that its schema does not know) from
+    ``body``; the Warning headers to answer with. Raises :class:`ApiError` under Strict for any unknown field
+    (the directive checked beforehand by :func:`check_directive`)."""
+    if rtype.schema is not None:
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        unknown = structural.prune(body, rtype.schema) if isinstance(body, dict) else []
+        unknown = sorted(unknown + drop_unknown("V1ObjectMeta", meta, "metadata"))
+    elif rtype.model is None:
         return []
-    unknown = drop_unknown(rtype.model, body)
+    else:
+        _check_bytes(rtype, body)
+        unknown = drop_unknown(rtype.model, body)
     if not unknown or directive == IGNORE:
         return []
     if directive == STRICT:
         raise ApiError(strict_error(rtype.kind, rtype.version, unknown))
     return warnings(unknown)
+
+
+def _check_bytes(rtype: ResourceType, body: Any) -> None:
+    """A byte field that is not base64 fails decoding, with Go's error in kube-apiserver's words."""
+    for field in _BYTE_MAPS.get(str(rtype.model), ()):
+        entries = body.get(field) if isinstance(body, dict) else None
+        for value in entries.values() if isinstance(entries, dict) else ():
+            try:
+                godecode.b64decode(str(value).encode())
+            except godecode.DecodeError as exc:
+                message = (
+                    f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {exc}'
+                )
+                raise ApiError(errors.status(400, "BadRequest", message)) from exc
 
 
 def strict_error(kind: str, version: str, unknown: list[str]) -> Obj:
@@ -165,3 +210,60 @@ def warning(text: str) -> str:
     """One ``Warning`` header value (RFC 7234 code 299), quoted as Go's net/http writes it."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'299 - "{escaped}"'
+
+
+# --- server-side apply --------------------------------------------------------------------------------------
+
+
+class _ApplyLoader(_YamlLoader):
+    """YAML as upstream reads an apply body: timestamps stay strings, and repeated keys are noted (the last wins)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[str] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    line = key_node.start_mark.line + 1
+                    self.repeated.append(f'line {line}: key "{key_node.value}" already set in map')
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
+def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:
+    """The configuration an apply request carries (a YAML or JSON object), and the Warning headers to answer with.
+
+    Strict refuses a body that repeats a key (400), Warn warns about each; anything else it does not decode is a
+    400 with upstream's words.
+    """
+    repeated: list[str] = []
+    if isinstance(body, str):
+        loader = _ApplyLoader(body)
+        try:
+            body = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ApiError(
+                errors.bad_request_status(f"error encoding patch: yaml: {where}{problem}")
+            ) from exc
+        finally:
+            loader.dispose()
+        repeated = loader.repeated
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        kind = "array" if isinstance(body, list) else "string" if isinstance(body, str) else "number"
+        message = f"error decoding patch: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+        raise ApiError(errors.bad_request_status(message))
+    if repeated and directive == STRICT:
+        details = "\n".join(f"  {r}" for r in repeated)
+        message = (
+            f"error strict decoding patch: error converting YAML to JSON: yaml: unmarshal errors:\n{details}"
+        )
+        raise ApiError(errors.bad_request_status(message))
+    return body, [warning(r) for r in repeated] if directive == WARN else []

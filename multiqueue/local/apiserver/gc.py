@@ -199,7 +199,13 @@ class GarbageCollector:
         else:
             meta.pop("ownerReferences", None)
         try:
-            await self.rest.update(rtype, str(meta.get("namespace") or ""), str(meta.get("name")), updated)
+            await self.rest.update(
+                rtype,
+                str(meta.get("namespace") or ""),
+                str(meta.get("name")),
+                updated,
+                manager="kube-controller-manager",
+            )
         except ApiError as exc:
             if exc.code not in (404, 409):
                 raise

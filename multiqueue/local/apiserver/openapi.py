@@ -36,6 +36,7 @@ from typing import Any, Final
 
 import kubernetes.client.models as models
 
+from multiqueue.api import schemas as structure
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.discovery import KUBERNETES_VERSION
 from multiqueue.local.apiserver.resources import CREATE_ONLY, ResourceType
@@ -71,6 +72,16 @@ _MODEL_ONLY: Final = ("model", "properties")
 def _facts() -> dict[str, Obj]:
     facts: dict[str, Obj] = json.loads(FACTS.read_text())
     return facts
+
+
+@functools.cache
+def _scalar_definitions() -> dict[str, Obj]:
+    """The definitions the client has no model of (Time, Quantity, IntOrString, FieldsV1, ...): upstream's shape."""
+    return {
+        name: {k: v for k, v in facts.items() if k not in _MODEL_ONLY}
+        for name, facts in _facts().items()
+        if facts["model"] is None
+    }
 
 
 @functools.cache
@@ -206,6 +217,41 @@ def _gvk(rtype: ResourceType, kind: str | None = None) -> Obj:
     return {"group": rtype.group, "kind": kind or rtype.kind, "version": rtype.version}
 
 
+def _target(schemas: Obj, node: Obj) -> Obj:
+    """The definition a property refers to (directly or through ``allOf``), else the property itself."""
+    ref = node.get("$ref")
+    if ref is None:
+        ref = next((a.get("$ref") for a in node.get("allOf", []) if isinstance(a, dict)), None)
+    if isinstance(ref, str):
+        found = schemas.get(ref.removeprefix(_REF))
+        return found if isinstance(found, dict) else {}
+    return node
+
+
+def _default_list_keys(schemas: Obj) -> None:
+    """Give the key fields of keyed lists' items a default, which server-side apply keys an item without them by:
+    its zero value unless upstream says."""
+    for definition in schemas.values():
+        for prop in (definition.get("properties") or {}).values():
+            keys = prop.get("x-kubernetes-list-map-keys") if isinstance(prop, dict) else None
+            if keys:
+                _default_keys(schemas, prop, tuple(keys))
+
+
+def _default_keys(schemas: Obj, prop: Obj, keys: tuple[str, ...]) -> None:
+    """A list item without a key field is keyed by the field's default: its zero value unless upstream says."""
+    item_ref = _target(schemas, prop.get("items") or {})
+    item_name = next((n for n, d in schemas.items() if d is item_ref), "")
+    for key in keys:
+        field = (item_ref.get("properties") or {}).get(key)
+        if not isinstance(field, dict) or "default" in field:
+            continue
+        zero = {"string": "", "integer": 0}.get(str(field.get("type")))
+        default = structure.KEY_DEFAULTS.get((item_name, key), zero)
+        if default is not None:
+            field["default"] = default
+
+
 def _add(schemas: Obj, additions: Obj) -> None:
     """Definitions another kind may have added already, each the same whichever kind needs it."""
     for key, value in additions.items():
@@ -215,7 +261,9 @@ def _add(schemas: Obj, additions: Obj) -> None:
 def _builtin_definitions(rtype: ResourceType, model: str, schemas: Obj) -> tuple[str, str]:
     """Add a built-in kind's definitions and its list's to ``schemas``; (kind name, list name)."""
     name = definition_name(model)
-    _add(schemas, json.loads(_model_definitions(model)))
+    kind_schemas = json.loads(_model_definitions(model))
+    _default_list_keys(kind_schemas)
+    _add(schemas, kind_schemas)
     schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
     list_model = f"{model}List"
     if not _has_model(list_model):
@@ -270,6 +318,20 @@ def _definitions_for(rtype: ResourceType, schemas: Obj) -> tuple[str, str]:
     if rtype.schema is None and rtype.model is not None and _has_model(rtype.model):
         return _builtin_definitions(rtype, rtype.model, schemas)
     return _custom_definitions(rtype, schemas)
+
+
+@functools.lru_cache(maxsize=64)
+def _structure(signature: tuple[ResourceType, str]) -> structure.Node:
+    schemas: Obj = {}
+    name, _ = _definitions_for(signature[0], schemas)
+    for scalar, definition in _scalar_definitions().items():
+        schemas.setdefault(scalar, copy.deepcopy(definition))
+    return structure.Schema(schemas).root(name)
+
+
+def kind_structure(rtype: ResourceType) -> structure.Node:
+    """The kind's schema as server-side apply reads it: built from the definitions this server publishes."""
+    return _structure(signature([rtype])[0])
 
 
 # --- paths --------------------------------------------------------------------------------------------------
@@ -335,8 +397,13 @@ _LOG: Final = (
     _query("tailLines", "integer", "Only this many lines from the end."),
     _query("timestamps", "boolean", "Prefix every line with its RFC 3339 timestamp."),
 )
-# Custom resources take no strategic merge patch upstream: it needs patch metadata their schemas lack.
-_PATCH_TYPES: Final = ("application/json-patch+json", "application/merge-patch+json")
+# Server-side apply, JSON and merge patches; custom resources take no strategic merge patch upstream: it needs
+# patch metadata their schemas lack.
+_PATCH_TYPES: Final = (
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+)
 _STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
 # What custom resources' creates, replaces and deletes take, by name (built-in kinds say */*).
 _CUSTOM_BODIES: Final = ("application/json", "application/yaml")
@@ -593,9 +660,9 @@ def _components_json(signature: Signature) -> str:
     ]
     _tag_meta_kinds(schemas)
     used = json.dumps([schemas, paths])
-    for name, facts in _facts().items():
-        if facts["model"] is None and f'"{_REF}{name}"' in used:
-            schemas[name] = {k: v for k, v in facts.items() if k not in _MODEL_ONLY}
+    for name, definition in _scalar_definitions().items():
+        if f'"{_REF}{name}"' in used:
+            schemas[name] = copy.deepcopy(definition)
     return json.dumps([dict(sorted(schemas.items())), dict(sorted(paths.items()))])
 
 

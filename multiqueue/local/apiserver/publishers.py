@@ -24,6 +24,11 @@ SERVICE_ACCOUNTS: Final = "serviceaccounts"
 CONFIGMAPS: Final = "configmaps"
 DEFAULT_SERVICE_ACCOUNT: Final = "default"
 ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
+ROOT_CA_DESCRIPTION: Final = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the "
+    "internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of "
+    "Kubernetes clusters."
+)
 
 
 def published(ca_pem: str | None) -> list[tuple[str, Obj]]:
@@ -38,7 +43,10 @@ def published(ca_pem: str | None) -> list[tuple[str, Obj]]:
         configmap = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": ROOT_CA_CONFIGMAP},
+            "metadata": {
+                "name": ROOT_CA_CONFIGMAP,
+                "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION},
+            },
             "data": {"ca.crt": ca_pem},
         }
         wanted.append((CONFIGMAPS, configmap))
@@ -88,5 +96,10 @@ class NamespacePublisher:
             (rtype,) = self.registry.by_key(resource)
             # Refused (it was made meanwhile, or the namespace started going): the next event says what to do.
             with contextlib.suppress(ApiError):
-                await self.rest.create(rtype, namespace, {**body, "metadata": dict(metadata(body))})
+                await self.rest.create(
+                    rtype,
+                    namespace,
+                    {**body, "metadata": dict(metadata(body))},
+                    manager="kube-controller-manager",
+                )
         return None

@@ -50,8 +50,13 @@ class Registry:
         if not condition_is_true(as_dict(crd.get("status")).get("conditions"), "Established"):
             return []
         added = crd_types(crd)
+        schemas = {t.api_version: t.schema for t in added}
+        terminating = bool(metadata(crd).get("deletionTimestamp"))
         for rtype in added:
-            self._add(rtype, CustomResourceStrategy(rtype.namespaced, "status" in rtype.subresources))
+            strategy = CustomResourceStrategy(
+                rtype.namespaced, "status" in rtype.subresources, schemas, terminating
+            )
+            self._add(rtype, strategy)
         self._by_crd[name] = added
         return added
 

@@ -7,19 +7,18 @@ their checks; the resourceVersion precondition does the rest.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import json
 import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from multiqueue.api import errors, patches, selectors
-from multiqueue.api.meta import as_dict, as_list, format_time, metadata
+from multiqueue.api import apply as smd
+from multiqueue.api import continuation, errors, managedfields, patches, schemas, selectors
+from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.openapi import kind_structure
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.store import Store
@@ -31,9 +30,12 @@ NAMESPACE_FINALIZER: Final = "kubernetes"
 MODIFIED_MESSAGE: Final = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
+NAMESPACE_MISMATCH: Final = (
+    "the namespace of the provided object does not match the namespace sent on the request"
+)
 INVALID_REQUEST: Final = "the server rejected our request due to an error in our request"
 # Kinds whose delete answers with the object, as upstream's storage for them is set up to; the rest a Status.
-RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services"})
+RETURN_DELETED_OBJECT: Final = frozenset({"pods", "services", "serviceaccounts"})
 _GENERATE_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -105,8 +107,11 @@ class Rest:
                 continue
             items.append(self._list_item(rtype, obj))
             if limit and len(items) == limit:
-                next_token = _encode_continue(rv, key)
+                next_token = continuation.encode(rv, *key)
         list_meta: Obj = {"resourceVersion": str(rv)}
+        if rtype.schema is not None:
+            # Custom resources' lists always carry it, as upstream's unstructured lists do.
+            list_meta["continue"] = ""
         if remaining:
             list_meta["continue"] = next_token
             if not label_selector and not field_selector:
@@ -128,7 +133,10 @@ class Rest:
             raise _error(400, "BadRequest", str(exc)) from exc
         unsupported = selectors.unsupported_fields(rtype.group, rtype.kind, fields)
         if unsupported:
-            raise _error(400, "BadRequest", f"field label not supported: {unsupported[0]}")
+            message = selectors.unsupported_field_message(
+                rtype.group, rtype.kind, unsupported[0], rtype.schema is not None
+            )
+            raise _error(400, "BadRequest", message)
 
         def matches(obj: Obj) -> bool:
             if not labels.matches(as_dict(metadata(obj).get("labels"))):
@@ -152,8 +160,15 @@ class Rest:
 
     # --- create ----------------------------------------------------------------------------------------------
 
-    async def create(self, rtype: ResourceType, namespace: str, body: Any, dry_run: bool = False) -> Obj:
-        obj = self._decode_body(rtype, body)
+    async def create(
+        self, rtype: ResourceType, namespace: str, body: Any, dry_run: bool = False, manager: str = ""
+    ) -> Obj:
+        return await self._create(rtype, namespace, self._decode_body(rtype, body), dry_run, manager)
+
+    async def _create(
+        self, rtype: ResourceType, namespace: str, obj: Obj, dry_run: bool, manager: str | None
+    ) -> Obj:
+        """``manager`` None: the object's managedFields are already decided (a server-side apply made it)."""
         meta = as_dict(obj.setdefault("metadata", {}))
         if not isinstance(obj["metadata"], dict):
             raise _error(400, "BadRequest", "metadata must be an object")
@@ -165,18 +180,25 @@ class Rest:
             "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
-            "managedFields",
         ):
             meta.pop(system_field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = format_time(now)
         strategy = self.registry.strategy(rtype)
+        if why := strategy.create_forbidden():
+            name = str(meta.get("name") or "")
+            details = {"name": name, "group": rtype.group, "kind": rtype.plural}
+            raise _error(403, "Forbidden", f'{_what(rtype)} "{name}" is forbidden: {why}', details)
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
+        if manager is not None:
+            self._record_update(rtype, obj, schemas.zero_object(rtype.group, rtype.kind), manager, "")
+        self._raise_invalid(rtype, obj, strategy.allocate(obj, None, self._peers(rtype)))
         strategy.prepare_create(obj, now)
         self._raise_invalid(rtype, obj, strategy.validate_create(obj))
         strategy.canonicalize(obj)
+        drop_empty_metadata(obj)
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
             return obj  # never stored: no resourceVersion, as upstream answers
@@ -196,11 +218,7 @@ class Rest:
             return
         given = meta.get("namespace")
         if given and given != namespace:
-            raise _error(
-                400,
-                "BadRequest",
-                "the namespace of the provided object does not match the namespace sent on the request",
-            )
+            raise _error(400, "BadRequest", NAMESPACE_MISMATCH)
         meta["namespace"] = namespace
 
     def _check_creatable_in(self, rtype: ResourceType, namespace: str, name: str) -> None:
@@ -229,20 +247,16 @@ class Rest:
         body: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
-        if meta.get("name") not in (None, name):
-            raise _error(
-                400,
-                "BadRequest",
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
-            )
+        _check_name(meta, name)
         old = self._current(rtype, namespace, name)
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
-        return await self._write_update(rtype, new, old, subresource, dry_run)
+        return await self._write_update(rtype, new, old, subresource, dry_run, manager)
 
     async def patch(
         self,
@@ -253,6 +267,7 @@ class Rest:
         body: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         old = self._current(rtype, namespace, name)
         base = old  # every patch function returns a new object and leaves its input alone
@@ -261,21 +276,15 @@ class Rest:
                 new = patches.apply_json_patch(base, body)
             elif content_type == MERGE_PATCH:
                 new = patches.apply_merge_patch(base, body)
-            elif content_type == STRATEGIC_PATCH:
-                if rtype.schema is not None:
-                    raise _error(
-                        415,
-                        "UnsupportedMediaType",
-                        f"the body of the request was in an unknown format - accepted media types include: "
-                        f"{JSON_PATCH}, {MERGE_PATCH}",
-                    )
+            elif content_type == STRATEGIC_PATCH and rtype.schema is None:
                 new = patches.apply_strategic_merge_patch(base, body, rtype.group, rtype.kind)
-            elif content_type == APPLY_PATCH:
+            elif rtype.schema is not None:
+                # Custom resources have no strategic merge; their handler names the types it takes.
                 raise _error(
                     415,
                     "UnsupportedMediaType",
-                    "server-side apply (application/apply-patch+yaml) is not supported by this server; "
-                    "use client-side `kubectl apply` (the default) or a merge patch",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}",
                 )
             else:
                 raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
@@ -289,7 +298,112 @@ class Rest:
         patched_rv = metadata(new).get("resourceVersion")
         if patched_rv and patched_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
-        return await self._write_update(rtype, new, old, subresource, dry_run)
+        return await self._write_update(rtype, new, old, subresource, dry_run, manager)
+
+    async def apply(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        config: Obj,
+        subresource: str,
+        dry_run: bool,
+        manager: str,
+        force: bool,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply of ``config`` as ``manager``; the object, and whether it was created."""
+        current = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        if current is None and subresource:
+            raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
+        zero = {
+            "apiVersion": rtype.api_version,
+            "kind": rtype.kind,
+            **schemas.zero_object(rtype.group, rtype.kind),
+        }
+        live = current if current is not None else zero
+        try:
+            applied = managedfields.on_apply(
+                live, config, manager, force, self._context(rtype, subresource), zero
+            )
+        except smd.Conflicts as exc:
+            raise ApiError(managedfields.conflict_status(exc.conflicts)) from exc
+        except managedfields.ApplyError as exc:
+            if exc.code == 400:
+                raise ApiError(errors.bad_request_status(str(exc))) from exc
+            # Upstream answers these as errors of its own, with no reason.
+            status = errors.status(exc.code, "", str(exc))
+            del status["reason"]
+            raise ApiError(status) from exc
+        new = applied.obj if applied.obj is not None else managedfields.without_managed_fields(live)
+        meta = as_dict(new.setdefault("metadata", {}))
+        if applied.managed_fields is None:
+            meta.pop("managedFields", None)
+        else:
+            meta["managedFields"] = applied.managed_fields
+        if current is None and meta.get("uid"):
+            why = f"uid mismatch: the provided object specified uid {meta['uid']}, and no existing object was found"
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, why))
+        if rtype.namespaced and meta.get("namespace") not in (None, "", namespace):
+            raise _error(400, "BadRequest", NAMESPACE_MISMATCH)
+        if not meta.get("name"):
+            message = (
+                f"the name of the object ({name} based on URL) was undeterminable: name must be provided"
+            )
+            raise _error(400, "BadRequest", message)
+        if meta["name"] != name:
+            message = f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            raise _error(400, "BadRequest", message)
+        if current is None:
+            return await self._create(rtype, namespace, new, dry_run, None), True
+        given_rv = meta.get("resourceVersion")
+        if given_rv and given_rv != metadata(current).get("resourceVersion"):
+            raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
+        return await self._write_update(rtype, new, current, subresource, dry_run, None), False
+
+    def _context(self, rtype: ResourceType, subresource: str) -> managedfields.Context:
+        reset = self.registry.strategy(rtype).reset_fields(subresource)
+        return managedfields.Context(
+            kind_structure(rtype),
+            rtype.api_version,
+            rtype.kind,
+            subresource,
+            format_time(self.clock()),
+            managedfields.reset_fields(reset),
+        )
+
+    def _record_update(self, rtype: ResourceType, new: Obj, old: Obj, manager: str, subresource: str) -> None:
+        """Record ``manager``'s write in ``new``'s managedFields (or drop them: an untracked object stays so)."""
+        entries = managedfields.on_update(old, new, manager, self._context(rtype, subresource))
+        meta = as_dict(new.setdefault("metadata", {}))
+        if entries is None:
+            meta.pop("managedFields", None)
+        else:
+            meta["managedFields"] = entries
+
+    async def replace(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: str = "",
+    ) -> tuple[Obj, bool]:
+        """A PUT: an update, or a create for kinds that allow it when nothing has the name; whether it created."""
+        key = (namespace if rtype.namespaced else "", name)
+        missing = self.store.get(rtype.key, *key) is None
+        if missing and not subresource and self.registry.strategy(rtype).allow_create_on_update:
+            decoded = self._decode_body(rtype, body)
+            meta = as_dict(decoded.get("metadata"))
+            _check_name(meta, name)
+            return await self.create(
+                rtype, namespace, {**decoded, "metadata": {**meta, "name": name}}, dry_run, manager
+            ), True
+        return await self.update(rtype, namespace, name, body, subresource, dry_run, manager), False
+
+    def _peers(self, rtype: ResourceType) -> Callable[[], list[Obj]]:
+        return lambda: self.store.list_objects(rtype.key)
 
     def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
@@ -298,8 +412,9 @@ class Rest:
         return obj
 
     async def _write_update(
-        self, rtype: ResourceType, new: Obj, old: Obj, subresource: str, dry_run: bool
+        self, rtype: ResourceType, new: Obj, old: Obj, subresource: str, dry_run: bool, manager: str | None
     ) -> Obj:
+        """``manager`` None: ``new``'s managedFields are already decided (a server-side apply)."""
         strategy = self.registry.strategy(rtype)
         new["apiVersion"] = old.get("apiVersion", rtype.api_version)
         new["kind"] = rtype.kind
@@ -321,14 +436,18 @@ class Rest:
             meta.pop("namespace", None)
         meta["name"] = old_meta.get("name")
         strategy.default(new)
+        if manager is not None:
+            self._record_update(rtype, new, old, manager, subresource)
         if subresource == "status":
             strategy.prepare_status_update(new, old)
             problems = strategy.validate_status_update(new, old)
         else:
+            self._raise_invalid(rtype, new, strategy.allocate(new, old, self._peers(rtype)))
             strategy.prepare_update(new, old)
             problems = strategy.validate_update(new, old)
         self._raise_invalid(rtype, new, problems)
         strategy.canonicalize(new)
+        drop_empty_metadata(new)
         if self._finalizers_added_while_deleting(new, old):
             raise _error(
                 422,
@@ -339,6 +458,8 @@ class Rest:
         if strategy.tracks_generation and _spec_changed(new, old):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
         meta["resourceVersion"] = old_meta.get("resourceVersion")
+        if _only_times_moved(new, old):
+            meta["managedFields"] = old_meta["managedFields"]
         if new == old or dry_run:
             return self._present(rtype, new if dry_run else old)
         if _ready_to_go(rtype, new):
@@ -371,6 +492,8 @@ class Rest:
         obj = copy.deepcopy(old)
         meta = metadata(obj)
         now = self.clock()
+        if not meta.get("deletionTimestamp") and strategy.mark_deleting(obj, now):
+            return self._present(rtype, obj if dry_run else await self.store.put(rtype.key, obj))
         grace = strategy.grace_period_seconds(obj, _int_or_none(options.get("gracePeriodSeconds")))
         finalizers = list(_finalizers(obj))
         policy = _propagation(options, strategy)
@@ -395,6 +518,8 @@ class Rest:
             current_grace = _int_or_none(meta.get("deletionGracePeriodSeconds")) or 0
             if grace >= current_grace and finalizers == list(_finalizers(old)):
                 return self._present(rtype, old)
+        if not already_deleting and isinstance(meta.get("generation"), int) and meta["generation"] > 0:
+            meta["generation"] += 1  # controllers see that deletion began, as upstream bumps it
         meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
         meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
@@ -465,20 +590,33 @@ class Rest:
             raise _error(400, "BadRequest", f"the body must be a {rtype.kind} object")
         # Bodies are freshly decoded request JSON or copies made by in-process callers: ours to change.
         obj = dict(body)
-        api_version = obj.get("apiVersion")
-        kind = obj.get("kind")
-        if api_version and api_version != rtype.api_version:
+        api_version = obj.get("apiVersion") or rtype.api_version
+        kind = obj.get("kind") or rtype.kind
+        if kind != rtype.kind and rtype.schema is not None:
+            name = str(as_dict(obj.get("metadata")).get("name") or "")
+            problem = errors.invalid("kind", kind, f"must be {rtype.kind}")
+            raise ApiError(errors.invalid_status(str(kind), rtype.group, name, [problem]))
+        version = str(api_version).rpartition("/")[2]
+        cannot = f'{kind} in version "{version}" cannot be handled as a {rtype.kind}'
+        registered = any(t.api_version == api_version and t.kind == kind for t in self.registry)
+        if not registered and rtype.schema is None:
+            raise _error(
+                400,
+                "BadRequest",
+                f'{cannot}: no kind "{kind}" is registered for version "{api_version}" in scheme '
+                '"pkg/runtime/scheme.go:111"',
+            )
+        if kind != rtype.kind:
+            # Go decodes the kind the body names, then finds no conversion to the one the path names.
+            internal = rtype.group.split(".")[0] or "core"
+            detail = f"converting ({version}.{kind}) to ({internal}.{rtype.kind}): unknown conversion"
+            raise _error(400, "BadRequest", f"{cannot}: {detail}")
+        if api_version != rtype.api_version:
             raise _error(
                 400,
                 "BadRequest",
                 f"the API version in the data ({api_version}) does not match the expected API version "
                 f"({rtype.api_version})",
-            )
-        if kind and kind != rtype.kind:
-            raise _error(
-                400,
-                "BadRequest",
-                f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})",
             )
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
@@ -491,6 +629,15 @@ class Rest:
         if problems:
             name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
             raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+
+
+def _check_name(meta: Obj, name: str) -> None:
+    if meta.get("name") not in (None, name):
+        raise _error(
+            400,
+            "BadRequest",
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+        )
 
 
 def _deleted_status(rtype: ResourceType, old: Obj) -> Obj:
@@ -532,6 +679,16 @@ def _namespace_finalizers(rtype: ResourceType, obj: Obj) -> list[Any]:
     return as_list(as_dict(obj.get("spec")).get("finalizers")) if rtype.key == "namespaces" else []
 
 
+def _only_times_moved(new: Obj, old: Obj) -> bool:
+    """A write that changes nothing but the times of managedFields entries changes nothing, as upstream holds."""
+    entries, old_entries = metadata(new).get("managedFields"), metadata(old).get("managedFields")
+    if not entries or entries == old_entries:
+        return False
+    if managedfields.without_times(entries) != managedfields.without_times(old_entries):
+        return False
+    return managedfields.without_managed_fields(new) == managedfields.without_managed_fields(old)
+
+
 def _spec_changed(new: Obj, old: Obj) -> bool:
     ignored = ("metadata", "status", "apiVersion", "kind")
     return {k: v for k, v in new.items() if k not in ignored} != {
@@ -567,15 +724,9 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _encode_continue(rv: int, key: tuple[str, str]) -> str:
-    raw = json.dumps({"rv": rv, "start": list(key)}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
 def _decode_continue(token: str) -> tuple[str, str]:
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        namespace, name = data["start"]
-        return (str(namespace), str(name))
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise _error(400, "BadRequest", f"continue key is not valid: {exc}") from exc
+        _, namespace, name = continuation.decode(token)
+    except continuation.ContinueError as exc:
+        raise _error(400, "BadRequest", f"invalid continue token: {exc}") from exc
+    return (namespace, name)

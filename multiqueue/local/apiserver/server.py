@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors
+from multiqueue.api import errors, managedfields
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import decoding, discovery, openapi, openapi_v2, protobuf, reviews, tables
@@ -29,7 +29,7 @@ from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.rest import ApiError, Rest
+from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest
 from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class ApiServer:
         assert namespaces is not None
         for name in INITIAL_NAMESPACES:
             if self.store.get("namespaces", "", name) is None:
-                await self.rest.create(namespaces, "", {"metadata": {"name": name}})
+                await self.rest.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
@@ -207,8 +207,22 @@ class ApiServer:
             return self._resource_list(parts[1], parts[2])
         target = self._resolve(parts)
         if target is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(parts)
         return await self._serve(request, target)
+
+    def _not_found(self, parts: list[str]) -> web.Response:
+        """Under a group version it serves, upstream answers a Status; anywhere else Go's plain-text 404."""
+        group, version = "", ""
+        if parts[0] == "api" and len(parts) > 1:
+            version = parts[1]
+        elif parts[0] == "apis" and len(parts) > 2:
+            group, version = parts[1], parts[2]
+        if version and any(t.group == group and t.version == version for t in self.registry):
+            not_found = errors.status(404, "NotFound", "the server could not find the requested resource")
+            raise ApiError({**not_found, "details": {}})
+        return web.Response(
+            status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8"
+        )
 
     def _discovery_root(self, request: web.Request, legacy: bool) -> web.Response:
         """Legacy or aggregated discovery, as the client's Accept asks."""
@@ -229,7 +243,7 @@ class ApiServer:
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
         if body is None:
-            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+            return self._not_found(["apis", group, version] if group else ["api", version])
         return _json(body)
 
     async def _openapi(self, request: web.Request, path: str) -> web.Response:
@@ -286,6 +300,8 @@ class ApiServer:
         query = request.query
         method = request.method
         dry_run = query.get("dryRun") == "All"
+        if method == "PUT" and not name and rtype.schema is not None:
+            raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
         verb = _verb(method, bool(name), _truthy(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
@@ -311,22 +327,52 @@ class ApiServer:
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
             body, warned = await _object_body(request, rtype, "CreateOptions")
-            created = await rest.create(rtype, namespace, body, dry_run)
+            created = await rest.create(rtype, namespace, body, dry_run, _manager(request, "CreateOptions"))
             return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
             body, warned = await _object_body(request, rtype, "UpdateOptions")
-            updated = await rest.update(rtype, namespace, name, body, sub, dry_run)
-            return _warning(self._respond_object(request, rtype, updated), warned)
+            manager = _manager(request, "UpdateOptions")
+            updated, made = await rest.replace(rtype, namespace, name, body, sub, dry_run, manager)
+            return _warning(self._respond_object(request, rtype, updated, 201 if made else 200), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            is_apply = content_type == APPLY_PATCH
+            problems = managedfields.patch_option_problems(
+                query.get("fieldManager", ""), "force" in query, is_apply
+            )
+            if problems:
+                raise ApiError(errors.invalid_status("PatchOptions", "meta.k8s.io", "", problems))
+            decoding.check_directive(query.get("fieldValidation", ""), "PatchOptions")
+            if is_apply:
+                config, warned = decoding.decode_apply(
+                    await _patch_body(request), query.get("fieldValidation", "")
+                )
+                force = _truthy(query.get("force"))
+                applied, made = await rest.apply(
+                    rtype, namespace, name, config, sub, dry_run, query["fieldManager"], force
+                )
+                return _warning(self._respond_object(request, rtype, applied, 201 if made else 200), warned)
             patched = await rest.patch(
-                rtype, namespace, name, content_type, await _patch_body(request), sub, dry_run
+                rtype,
+                namespace,
+                name,
+                content_type,
+                await _patch_body(request),
+                sub,
+                dry_run,
+                _manager(request, "PatchOptions"),
             )
             return self._respond_object(request, rtype, patched)
         if verb == "DELETE":
             options = _delete_options(await _optional_body(request), query)
-            deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
-            return self._respond_object(request, rtype, deleted)
+            warned = [
+                decoding.warning(text) for text in self.registry.strategy(rtype).delete_warnings(options)
+            ]
+            try:
+                deleted = await rest.delete(rtype, namespace, name, options, dry_run or _dry_run_in(options))
+            except ApiError as exc:
+                return _warning(_json(exc.status, exc.code), warned)
+            return _warning(self._respond_object(request, rtype, deleted), warned)
         if verb == "DELETECOLLECTION":
             options = _delete_options(await _optional_body(request), query)
             dry_run = dry_run or _dry_run_in(options)
@@ -588,6 +634,16 @@ def _method_not_allowed() -> ApiError:
     return ApiError({**not_allowed, "details": {}})
 
 
+def _manager(request: web.Request, options_kind: str) -> str:
+    """Who is writing: the ``fieldManager`` asked for (checked as upstream checks it), else the User-Agent's
+    product name."""
+    field_manager = request.query.get("fieldManager", "")
+    problems = managedfields.manager_problems(field_manager)
+    if problems:
+        raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", problems))
+    return field_manager or managedfields.manager_from_user_agent(request.headers.get("User-Agent", ""))
+
+
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("1", "true")
 
@@ -633,6 +689,7 @@ async def _object_body(request: web.Request, rtype: ResourceType, options_kind: 
 async def _body(request: web.Request, rtype: ResourceType) -> Any:
     """The object a create, an update or a review sends: JSON, YAML, or protobuf for a built-in kind."""
     raw = await _raw_body(request)
+    decoding.check_body(rtype, request.headers.get("Content-Type", ""), raw)
     if _media_type(request) == protobuf.MEDIA_TYPE:
         if rtype.schema is not None:
             # Custom resources have no protobuf messages (kube-apiserver fails on such a body without an answer).

@@ -6,35 +6,66 @@ server enforces exactly what the controllers and the dispatcher check before the
 
 from __future__ import annotations
 
-import base64
 import copy
+from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
-from multiqueue.api import cronjobs, jobs, pods
-from multiqueue.api.errors import FieldError, forbidden, invalid, required
-from multiqueue.api.meta import as_dict, as_list, metadata, validate_object_meta, validate_object_meta_update
+from multiqueue.api import (
+    configs,
+    cronjobs,
+    events,
+    jobs,
+    leases,
+    namespaces,
+    pods,
+    priorityclasses,
+    services,
+    structural,
+)
+from multiqueue.api.errors import FieldError, invalid, required
+from multiqueue.api.meta import (
+    as_dict,
+    as_list,
+    format_time,
+    metadata,
+    validate_object_meta,
+    validate_object_meta_update,
+)
 from multiqueue.api.types import Obj
 
 BACKGROUND: Final = "Background"
 FOREGROUND: Final = "Foreground"
 ORPHAN: Final = "Orphan"
+# A CustomResourceDefinition being deleted keeps it until its objects are gone.
+CLEANUP_FINALIZER: Final = "customresourcecleanup.apiextensions.k8s.io"
+JOB_DELETE_WARNING: Final = (
+    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them "
+    "or set propagationPolicy=Orphan to suppress this warning"
+)
 
 
 class Strategy:
-    """Defaults for kinds with no special rules (ConfigMaps, Secrets, Leases, Events, ...)."""
+    """Defaults for kinds with no rules of their own (ServiceAccounts, Deployments, RBAC kinds, ...)."""
 
     # A status subresource: writes to the object keep the old status, status writes keep the old spec.
     has_status: bool = False
     # metadata.generation moves when spec changes.
     tracks_generation: bool = False
     default_propagation: str = BACKGROUND
+    # A PUT of an object that does not exist creates it (Services, Events, Leases, RBAC kinds).
+    allow_create_on_update: bool = False
 
     def __init__(self, namespaced: bool) -> None:
         self.namespaced = namespaced
 
     def default(self, obj: Obj) -> None:
         """Go's defaulting, which runs on every body the server decodes: creates, updates and patch results."""
+
+    def allocate(self, obj: Obj, old: Obj | None, peers: Callable[[], list[Obj]]) -> list[FieldError]:
+        """Before preparation and validation, values drawn from a pool the kind's objects share (``peers``
+        lists them all, as stored): a Service's cluster IP and node ports. Errors refuse the write."""
+        return []
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         if self.has_status:
@@ -64,9 +95,28 @@ class Strategy:
         """Seconds the object stays in Terminating before it is removed; only pods wait."""
         return 0
 
+    def delete_warnings(self, options: Obj) -> list[str]:
+        """Warnings a delete with these options earns, whatever becomes of it."""
+        return []
+
+    def create_forbidden(self) -> str:
+        """Why no object of the kind may be created now (403), or ""."""
+        return ""
+
+    def mark_deleting(self, obj: Obj, now: datetime) -> bool:
+        """For kinds whose deletion is their own (a CRD cleans up its objects first): mark ``obj`` as being
+        deleted and return True, and the generic deletion does not run."""
+        return False
+
     def canonicalize(self, obj: Obj) -> None:
         """After validation, before storing: the object as Go would encode what it decoded (validation saw it as
         written, later writes are judged against what is stored)."""
+
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        """The fields writes to this endpoint cannot set (upstream's GetResetFields): nobody comes to own them."""
+        if subresource == "status":
+            return ("spec",)
+        return ("status",) if self.has_status else ()
 
 
 def _copy_field(new: Obj, old: Obj, key: str) -> None:
@@ -83,6 +133,10 @@ class JobStrategy(Strategy):
     # for Background explicitly.
     default_propagation = ORPHAN
 
+    def default(self, obj: Obj) -> None:
+        if isinstance(obj.get("spec"), dict):
+            obj["spec"] = jobs.default_job_spec(obj["spec"])
+
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
         defaulted = jobs.default_job(obj)
@@ -94,6 +148,10 @@ class JobStrategy(Strategy):
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         return jobs.validate_job(obj)
+
+    def delete_warnings(self, options: Obj) -> list[str]:
+        explicit = options.get("propagationPolicy") is not None or options.get("orphanDependents") is not None
+        return [] if explicit else [JOB_DELETE_WARNING]
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return jobs.validate_job_update(new, old)
@@ -134,7 +192,8 @@ class PodStrategy(Strategy):
     tracks_generation = True
 
     def default(self, obj: Obj) -> None:
-        obj["spec"] = pods.default_pod_spec(as_dict(obj.get("spec")))
+        obj["spec"] = pods.default_pod(as_dict(obj.get("spec")))
+        pods.default_condition_times(obj)
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
@@ -149,6 +208,11 @@ class PodStrategy(Strategy):
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = super().validate_update(new, old)
         return errs + pods.validate_pod_spec_update(new.get("spec"), old.get("spec"), "spec")
+
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        if subresource == "status":
+            return ("spec", "metadata.deletionTimestamp", "metadata.ownerReferences")
+        return super().reset_fields(subresource)
 
     def grace_period_seconds(self, obj: Obj, requested: int | None) -> int:
         spec = as_dict(obj.get("spec"))
@@ -165,62 +229,74 @@ class PodStrategy(Strategy):
 class NamespaceStrategy(Strategy):
     has_status = True
 
+    def default(self, obj: Obj) -> None:
+        name = metadata(obj).get("name")
+        if name:
+            labels = as_dict(metadata(obj).setdefault("labels", {}))
+            labels["kubernetes.io/metadata.name"] = str(name)
+
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
         spec = as_dict(obj.setdefault("spec", {}))
         if "kubernetes" not in as_list(spec.get("finalizers")):
             spec["finalizers"] = [*as_list(spec.get("finalizers")), "kubernetes"]
         obj["status"] = {"phase": "Active"}
-        labels = as_dict(metadata(obj).setdefault("labels", {}))
-        labels["kubernetes.io/metadata.name"] = str(metadata(obj).get("name", ""))
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
-        name = metadata(obj).get("name")
-        errs = validate_object_meta(obj.get("metadata"), False)
-        if isinstance(name, str) and len(name) > 63:
-            errs.append(invalid("metadata.name", name, "must be no more than 63 characters"))
-        return errs
+        return namespaces.validate_namespace(obj)
 
 
 class NodeStrategy(Strategy):
     has_status = True
 
 
-class SecretStrategy(Strategy):
-    def prepare_create(self, obj: Obj, now: datetime) -> None:
-        obj.setdefault("type", "Opaque")
-        _fold_string_data(obj)
-
-    def prepare_update(self, new: Obj, old: Obj) -> None:
-        super().prepare_update(new, old)
-        _fold_string_data(new)
+class ConfigMapStrategy(Strategy):
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return configs.validate_configmap(obj)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        errs = super().validate_update(new, old)
-        if new.get("type") != old.get("type"):
-            errs.append(invalid("type", new.get("type"), "field is immutable"))
-        if old.get("immutable") is True and (
-            new.get("data") != old.get("data") or new.get("immutable") is not True
-        ):
-            errs.append(forbidden("data", "field is immutable when `immutable` is set"))
-        return errs
+        return configs.validate_configmap_update(new, old)
 
 
-def _fold_string_data(secret: Obj) -> None:
-    """``stringData`` is write-only: each entry goes into ``data`` base64-encoded (winning over the same key
-    there) and the field itself is never stored."""
-    plain = secret.pop("stringData", None)
-    if isinstance(plain, dict) and plain:
-        current = secret.get("data")
-        data: dict[str, object] = dict(current) if isinstance(current, dict) else {}
-        for key, value in plain.items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
-        secret["data"] = data
+class SecretStrategy(Strategy):
+    def default(self, obj: Obj) -> None:
+        # Decoding folds stringData into data and defaults the type, on every write.
+        configs.default_secret(obj)
+        configs.fold_string_data(obj)
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return configs.validate_secret(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return configs.validate_secret_update(new, old)
 
 
 class CustomResourceDefinitionStrategy(Strategy):
     has_status = True
     tracks_generation = True
+
+    def default(self, obj: Obj) -> None:
+        spec = as_dict(obj.get("spec"))
+        names = as_dict(spec.get("names"))
+        if names.get("kind"):
+            names.setdefault("singular", str(names["kind"]).lower())
+            names.setdefault("listKind", f"{names['kind']}List")
+        spec.setdefault("conversion", {"strategy": "None"})
+        for version in as_list(spec.get("versions")):
+            structural.stored_schema(as_dict(as_dict(version).get("schema")).get("openAPIV3Schema"))
+
+    def prepare_create(self, obj: Obj, now: datetime) -> None:
+        # A new definition's status as Go writes it: no conditions yet, names not yet accepted.
+        storage = [
+            str(v.get("name"))
+            for v in as_list(as_dict(obj.get("spec")).get("versions"))
+            if as_dict(v).get("storage")
+        ]
+        obj["status"] = {
+            "conditions": None,
+            "acceptedNames": {"plural": "", "kind": ""},
+            "storedVersions": storage[:1],
+        }
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         errs = validate_object_meta(obj.get("metadata"), False)
@@ -250,6 +326,20 @@ class CustomResourceDefinitionStrategy(Strategy):
             )
         return errs
 
+    def mark_deleting(self, obj: Obj, now: datetime) -> bool:
+        meta = metadata(obj)
+        meta["deletionTimestamp"] = format_time(now)
+        meta["finalizers"] = [*as_list(meta.get("finalizers")), CLEANUP_FINALIZER]
+        status = as_dict(obj.setdefault("status", {}))
+        conditions = [c for c in as_list(status.get("conditions")) if as_dict(c).get("type") != "Terminating"]
+        message = "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+        terminating = {"type": "Terminating", "status": "True", "lastTransitionTime": format_time(now)}
+        status["conditions"] = [
+            *conditions,
+            {**terminating, "reason": "InstanceDeletionPending", "message": message},
+        ]
+        return True
+
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = super().validate_update(new, old)
         for field in ("group", "scope"):
@@ -261,10 +351,56 @@ class CustomResourceDefinitionStrategy(Strategy):
 
 
 class CustomResourceStrategy(Strategy):
-    def __init__(self, namespaced: bool, has_status: bool) -> None:
+    """Objects of a CRD's kind, checked against the schema of the version they are written in."""
+
+    def __init__(
+        self, namespaced: bool, has_status: bool, schemas: dict[str, Obj | None], terminating: bool = False
+    ) -> None:
         super().__init__(namespaced)
         self.has_status = has_status
         self.tracks_generation = True
+        self.schemas = schemas  # apiVersion -> openAPIV3Schema
+        self.terminating = terminating  # the definition is being deleted
+
+    def _schema(self, obj: Obj) -> Obj | None:
+        return self.schemas.get(str(obj.get("apiVersion")))
+
+    def default(self, obj: Obj) -> None:
+        # Decoding reported the unknown fields of a create or update; a patch's are dropped silently.
+        structural.prune(obj, self._schema(obj))
+        structural.apply_defaults(obj, self._schema(obj))
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return super().validate_create(obj) + structural.validate(obj, self._schema(obj))
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return super().validate_update(new, old) + structural.validate(new, self._schema(new))
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        errs = super().validate_status_update(new, old)
+        if "status" not in new:
+            return errs
+        status_schema = as_dict(as_dict(self._schema(new)).get("properties")).get("status")
+        return errs + structural.validate(new["status"], as_dict(status_schema), under="status")
+
+    def create_forbidden(self) -> str:
+        return (
+            "create not allowed while custom resource definition is terminating" if self.terminating else ""
+        )
+
+    def reset_fields(self, subresource: str) -> tuple[str, ...]:
+        return ("metadata", "spec") if subresource == "status" else super().reset_fields(subresource)
+
+    def prepare_status_update(self, new: Obj, old: Obj) -> None:
+        """A status write changes the status only: the metadata stays as stored too, but for the record of who
+        wrote it (managedFields)."""
+        super().prepare_status_update(new, old)
+        meta = metadata(new)  # the same dict the caller holds
+        managed = meta.get("managedFields")
+        meta.clear()
+        meta.update(copy.deepcopy(metadata(old)))
+        if managed is not None:
+            meta["managedFields"] = managed
 
 
 class PriorityClassStrategy(Strategy):
@@ -274,26 +410,80 @@ class PriorityClassStrategy(Strategy):
         metadata(obj)["generation"] = 1
 
     def default(self, obj: Obj) -> None:
-        if not obj.get("preemptionPolicy"):
-            obj["preemptionPolicy"] = "PreemptLowerPriority"
+        priorityclasses.default_priority_class(obj)
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return priorityclasses.validate_priority_class(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return priorityclasses.validate_priority_class_update(new, old)
 
 
 class EventStrategy(Strategy):
+    allow_create_on_update = True
+
     def default(self, obj: Obj) -> None:
-        # Fields Go writes whether set or not: times as null, strings as "".
-        for field, zero in (
-            ("eventTime", None),
-            ("firstTimestamp", None),
-            ("lastTimestamp", None),
-            ("reportingComponent", ""),
-            ("reportingInstance", ""),
-        ):
-            obj.setdefault(field, zero)
+        events.default_event(obj)
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return events.validate_event(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return super().validate_update(new, old) + events.validate_event_update(new)
+
+
+class LeaseStrategy(Strategy):
+    allow_create_on_update = True
+
+    def prepare_create(self, obj: Obj, now: datetime) -> None:
+        leases.drop_disabled_fields(obj, None)
+
+    def prepare_update(self, new: Obj, old: Obj) -> None:
+        leases.drop_disabled_fields(new, old)
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return leases.validate_lease(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return leases.validate_lease_update(new, old)
+
+
+class ServiceStrategy(Strategy):
+    has_status = True
+    allow_create_on_update = True
+
+    def default(self, obj: Obj) -> None:
+        services.default_service(obj)
+
+    def allocate(self, obj: Obj, old: Obj | None, peers: Callable[[], list[Obj]]) -> list[FieldError]:
+        return services.allocate(obj, old, peers())
+
+    def prepare_create(self, obj: Obj, now: datetime) -> None:
+        obj["status"] = {"loadBalancer": {}}
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return services.validate_service(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return services.validate_service_update(new, old)
+
+
+class CreateOnUpdateStrategy(Strategy):
+    """Kinds whose PUT creates what is missing and that have no other rules here (RBAC roles and bindings)."""
+
+    allow_create_on_update = True
 
 
 _BUILTIN: Final[dict[str, type[Strategy]]] = {
     "scheduling.k8s.io/priorityclasses": PriorityClassStrategy,
     "events": EventStrategy,
+    "configmaps": ConfigMapStrategy,
+    "coordination.k8s.io/leases": LeaseStrategy,
+    "services": ServiceStrategy,
+    "rbac.authorization.k8s.io/roles": CreateOnUpdateStrategy,
+    "rbac.authorization.k8s.io/rolebindings": CreateOnUpdateStrategy,
+    "rbac.authorization.k8s.io/clusterroles": CreateOnUpdateStrategy,
+    "rbac.authorization.k8s.io/clusterrolebindings": CreateOnUpdateStrategy,
     "batch/jobs": JobStrategy,
     "batch/cronjobs": CronJobStrategy,
     "pods": PodStrategy,

@@ -1,0 +1,34 @@
+"""Namespaces: names that are DNS labels and finalizers that are standard or fully qualified, as upstream."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from multiqueue.api.errors import FieldError, invalid
+from multiqueue.api.meta import (
+    as_dict,
+    as_list,
+    dns1123_label_errors,
+    qualified_name_errors,
+    validate_object_meta,
+)
+from multiqueue.api.types import Obj
+
+KUBERNETES_FINALIZER: Final = "kubernetes"
+# Finalizer names without a domain that upstream knows.
+STANDARD_FINALIZERS: Final = frozenset({KUBERNETES_FINALIZER, "orphan", "foregroundDeletion"})
+
+
+def finalizer_name_errors(name: str) -> list[str]:
+    """A finalizer is a qualified name; one without a domain must be one of the standard ones."""
+    errs = qualified_name_errors(name)
+    if "/" not in name and name not in STANDARD_FINALIZERS:
+        errs.append("name is neither a standard finalizer name nor is it fully qualified")
+    return errs
+
+
+def validate_namespace(ns: Obj) -> list[FieldError]:
+    errs = validate_object_meta(ns.get("metadata"), namespaced=False, name_errors=dns1123_label_errors)
+    for finalizer in as_list(as_dict(ns.get("spec")).get("finalizers")):
+        errs += [invalid("spec.finalizers", finalizer, m) for m in finalizer_name_errors(str(finalizer))]
+    return errs
