@@ -1,6 +1,6 @@
 """Write the reference pages that come from the code: the manager config (from its pydantic models), the metrics
 table (from multiqueue.telemetry.METRICS) and the measured differences on the compatibility page (from
-tests/fidelity/differences.yaml). CI runs ``python docs/generate.py --check`` so the committed pages never
+tests/fidelity/differences.yaml, openapi_known.yaml and tables_known.yaml). CI runs ``python docs/generate.py --check`` so the committed pages never
 drift from the code; without ``--check`` it rewrites them.
 """
 
@@ -122,6 +122,26 @@ def metrics_reference() -> str:
 
 DIFFERENCES = HERE.parent / "tests" / "fidelity" / "differences.yaml"
 COMPATIBILITY = HERE / "compatibility.md"
+FIDELITY = HERE.parent / "tests" / "fidelity"
+# The other differential tests' known differences: (data file, heading, what the test compares).
+KNOWN_ELSEWHERE = (
+    (
+        FIDELITY / "openapi_known.yaml",
+        "OpenAPI and /version",
+        [
+            "`tests/fidelity/test_openapi.py` compares each served group version's `/openapi/v3` document, `/openapi/v2`",
+            "and `/version` with kube-apiserver's, over the served kinds' definitions and paths; it still finds these.",
+        ],
+    ),
+    (
+        FIDELITY / "tables_known.yaml",
+        "Tables (kubectl get)",
+        [
+            "`tests/fidelity/test_tables.py` compares every served kind's Table (columns and the cells of the same",
+            "objects on both clusters) with kube-apiserver's; it still finds these.",
+        ],
+    ),
+)
 DIFFERENCES_MARKER = (
     "<!-- Generated below by docs/generate.py from tests/fidelity/differences.yaml; do not edit. -->"
 )
@@ -147,11 +167,22 @@ def compatibility_page() -> str:
         "| requests | what differs | why |",
         "| --- | --- | --- |",
     ]
-    for entry in entries:
-        ids = entry["ids"] if isinstance(entry["ids"], list) else [entry["ids"]]
-        cells = [", ".join(f"`{i}`" for i in ids), str(entry["what"]), str(entry["why"])]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    lines += _rows(entries, ids=True)
+    for path, heading, intro in KNOWN_ELSEWHERE:
+        lines += ["", f"## {heading}", "", *intro, "", "| what differs | why |", "| --- | --- |"]
+        lines += _rows(yaml.safe_load(path.read_text(encoding="utf-8")) or [], ids=False)
     return "\n".join(lines) + "\n"
+
+
+def _rows(entries: list[dict[str, object]], ids: bool) -> list[str]:
+    rows = []
+    for entry in entries:
+        cells = [str(entry["what"]), str(entry["why"])]
+        if ids:
+            listed = entry["ids"] if isinstance(entry["ids"], list) else [entry["ids"]]
+            cells.insert(0, ", ".join(f"`{i}`" for i in listed))
+        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return rows
 
 
 PAGES = {

@@ -8,9 +8,9 @@ which, or else the strategic-merge annotations (``x-kubernetes-patch-strategy: m
 how kube-openapi converts schemas for upstream's structured-merge-diff, and the server reads the same document it
 serves, so what kubectl sees in /openapi/v3 is what apply does.
 
-Built-in kinds' documents are generated from the client's models; the tables here add what those models do not
-carry and upstream's schema says (facts of k8s.io/api v0.37.2): list types that differ from the strategic-merge
-keys of ``patches.MERGE_KEYS``, atomic structs and maps, defaults of list keys, and each kind's zero value.
+Built-in kinds' documents are generated from the client's models with upstream's list types, map keys and atomic
+structs and maps (openapi_facts.json, from k8s.io/api v0.37.2); the tables here add what apply needs beyond them:
+defaults of list keys, and each kind's zero value.
 """
 
 from __future__ import annotations
@@ -27,56 +27,6 @@ ListKind = Literal["atomic", "set", "map"]
 _REF_PREFIX: Final = "#/components/schemas/"
 
 _CORE: Final = "io.k8s.api.core.v1"
-_BATCH: Final = "io.k8s.api.batch.v1"
-_META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"
-_APIEXTENSIONS: Final = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"
-
-# (definition, field) -> (x-kubernetes-list-type, x-kubernetes-list-map-keys), where upstream's list type is not
-# what the field's strategic-merge annotation implies.
-LIST_TYPES: Final[dict[tuple[str, str], tuple[ListKind, tuple[str, ...]]]] = {
-    (f"{_BATCH}.JobStatus", "conditions"): ("atomic", ()),
-    (f"{_BATCH}.PodFailurePolicyOnExitCodesRequirement", "values"): ("set", ()),
-    (f"{_BATCH}.UncountedTerminatedPods", "failed"): ("set", ()),
-    (f"{_BATCH}.UncountedTerminatedPods", "succeeded"): ("set", ()),
-    (f"{_CORE}.Container", "ports"): ("map", ("containerPort", "protocol")),
-    (f"{_CORE}.EphemeralContainer", "ports"): ("map", ("containerPort", "protocol")),
-    (f"{_CORE}.ContainerRestartRuleOnExitCodes", "values"): ("set", ()),
-    (f"{_CORE}.NodeAllocatableResourceClaimStatus", "containers"): ("set", ()),
-    (f"{_CORE}.NodePodPreemptionPolicy", "disableResizePreemption"): ("set", ()),
-    (f"{_CORE}.PodSpec", "topologySpreadConstraints"): ("map", ("topologyKey", "whenUnsatisfiable")),
-    (f"{_CORE}.PodStatus", "hostIPs"): ("atomic", ()),
-    (f"{_CORE}.PodStatus", "volumeHealth"): ("map", ("name",)),
-    (f"{_CORE}.PodVolumeHealth", "healthConditions"): ("map", ("status", "reason")),
-    (f"{_CORE}.ResourceRequirements", "claims"): ("map", ("name",)),
-    (f"{_CORE}.ResourceStatus", "resources"): ("map", ("resourceID",)),
-    (f"{_CORE}.ServiceSpec", "ports"): ("map", ("port", "protocol")),
-    (f"{_CORE}.VolumeMount", "bindMountOptions"): ("set", ()),
-    (f"{_APIEXTENSIONS}.CustomResourceDefinitionStatus", "conditions"): ("map", ("type",)),
-}
-
-# Structs owned as a whole (``+structType=atomic``): references and selectors.
-ATOMIC_TYPES: Final = frozenset(
-    {
-        f"{_CORE}.ConfigMapKeySelector",
-        f"{_CORE}.EvictionResponder",
-        f"{_CORE}.FileKeySelector",
-        f"{_CORE}.LocalObjectReference",
-        f"{_CORE}.NodeSelector",
-        f"{_CORE}.NodeSelectorTerm",
-        f"{_CORE}.ObjectFieldSelector",
-        f"{_CORE}.ObjectReference",
-        f"{_CORE}.ResourceFieldSelector",
-        f"{_CORE}.SecretKeySelector",
-        f"{_CORE}.TypedLocalObjectReference",
-        "io.k8s.api.rbac.v1.RoleRef",
-        "io.k8s.api.rbac.v1.Subject",
-        f"{_META}.LabelSelector",
-        f"{_META}.OwnerReference",
-    }
-)
-
-# Maps owned as a whole (``+mapType=atomic``).
-ATOMIC_FIELDS: Final = frozenset({(f"{_CORE}.PodSpec", "nodeSelector"), (f"{_CORE}.ServiceSpec", "selector")})
 
 # Defaults of list-key fields other than their type's zero value: an item without the key has the default.
 KEY_DEFAULTS: Final[dict[tuple[str, str], Any]] = {

@@ -193,6 +193,10 @@ async def test_discovery_follows_the_accept_header(http: aiohttp.ClientSession) 
     assert "batch" in [g["metadata"]["name"] for g in body["items"]]
     status, legacy = await _call(http, "GET", "/apis", headers={"Accept": "application/json"})
     assert (status, legacy["kind"]) == (200, "APIGroupList")
+    status, group = await _call(http, "GET", "/apis/batch")
+    assert (status, group["kind"], group["preferredVersion"]["groupVersion"]) == (200, "APIGroup", "batch/v1")
+    status, _ = await _call(http, "GET", "/apis/policy")
+    assert status == 404
 
 
 async def test_openapi_documents_carry_etags_and_honour_if_none_match(http: aiohttp.ClientSession) -> None:
@@ -346,3 +350,42 @@ async def test_protobuf_bodies_are_served_as_their_json(http: aiohttp.ClientSess
     assert code == 200
     code, kept = await _call(http, "GET", f"{path}/pb")
     assert (code, kept["data"]) == (200, {"greeting": "again"}), "a dry-run delete leaves it"
+
+
+async def test_yaml_bodies_create_and_update(http: aiohttp.ClientSession) -> None:
+    """kubectl and other clients may send YAML to create and replace; a patch in plain YAML is still refused."""
+    path = "/api/v1/namespaces/default/configmaps"
+    yaml_type = {"Content-Type": "application/yaml"}
+    manifest = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  when: 2024-01-01T00:00:00Z\n"
+    )
+    code, created = await _call(http, "POST", path, data=manifest, headers=yaml_type)
+    assert (code, created["data"]) == (201, {"when": "2024-01-01T00:00:00Z"}), created
+    code, updated = await _call(
+        http, "PUT", f"{path}/from-yaml", data=manifest.replace("2024", "2025"), headers=yaml_type
+    )
+    assert (code, updated["data"]) == (200, {"when": "2025-01-01T00:00:00Z"}), updated
+    code, warned = await _call(
+        http,
+        "POST",
+        path,
+        params={"fieldValidation": "Strict"},
+        data=manifest + "extra: 1\n",
+        headers=yaml_type,
+    )
+    assert (code, warned["message"]) == (
+        400,
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "extra"',
+    )
+    code, refused = await _call(http, "POST", path, data="a: b: c", headers=yaml_type)
+    assert (code, refused["reason"]) == (400, "BadRequest")
+    assert refused["message"].startswith(
+        "the object provided is unrecognized (must be of type ConfigMap): yaml:"
+    )
+    code, refused = await _call(http, "PATCH", f"{path}/from-yaml", data="data: {}", headers=yaml_type)
+    assert (code, refused["reason"]) == (415, "UnsupportedMediaType")
+    dry_run = "kind: DeleteOptions\napiVersion: v1\ndryRun: [All]\n"
+    code, _ = await _call(http, "DELETE", f"{path}/from-yaml", data=dry_run, headers=yaml_type)
+    assert code == 200
+    code, _ = await _call(http, "GET", f"{path}/from-yaml")
+    assert code == 200, "DeleteOptions in YAML are read too: a dry run leaves the object"

@@ -12,6 +12,7 @@ from multiqueue.local.apiserver.decoding import (
     decode,
     decode_apply,
     drop_unknown,
+    read_yaml,
     strict_error,
     warning,
 )
@@ -106,6 +107,40 @@ def test_strict_and_unsupported_directives_are_refused(directive: str, code: int
         check_directive(directive, "CreateOptions")
         decode(CONFIGMAPS, body, directive)
     assert (refused.value.code, refused.value.status["reason"]) == (code, reason)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(b"kind: ConfigMap\ndata:\n  a: '1'\n", {"kind": "ConfigMap", "data": {"a": "1"}}, id="plain"),
+        pytest.param(b"a: 2024-01-01T00:00:00Z\nb: 2024-01-01\n", {"a": "2024-01-01T00:00:00Z", "b": "2024-01-01"}, id="timestamps-stay-strings"),
+        pytest.param(b"2: x\ntrue: y\n~: z\n", {"2": "x", "true": "y", "null": "z"}, id="keys-become-strings"),
+        pytest.param(b"a: yes\nb: 1.5\nc: [1, two]\n", {"a": True, "b": 1.5, "c": [1, "two"]}, id="yaml-1.1-scalars"),
+        pytest.param(b"- a\n", ["a"], id="not-an-object-is-left-to-the-caller"),
+    ],
+)  # fmt: skip
+def test_yaml_bodies_read_as_the_json_they_stand_for(raw: bytes, expected: Any) -> None:
+    assert read_yaml(raw, "ConfigMap") == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "complaint"),
+    [
+        pytest.param(b"a: b: c", "yaml: mapping values are not allowed in this context (613a20623a2063)", id="first-line-has-no-number"),
+        pytest.param(b"x: 1\na: b: c\n", "yaml: line 2: mapping values are not allowed in this context (783a20310a613a20623a20630a)", id="scanner-error"),
+        pytest.param(b"kind: ConfigMap\nmetadata:\n  name: y\n data: x\n", "yaml: line 3: did not find expected key (6b696e643a20436f6e6669674d61700a6d657461646174613a0a20206e61 ...)", id="parser-error"),
+        pytest.param(b'a: "x', "yaml: found unexpected end of stream (613a202278)", id="unterminated"),
+    ],
+)  # fmt: skip
+def test_broken_yaml_is_refused_in_upstreams_words(raw: bytes, complaint: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        read_yaml(raw, "ConfigMap")
+    assert refused.value.status["code"] == 400
+    assert refused.value.status["reason"] == "BadRequest"
+    assert (
+        refused.value.status["message"]
+        == f"the object provided is unrecognized (must be of type ConfigMap): {complaint}"
+    )
 
 
 REPEATED = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  a: '1'\n  a: '2'\n  when: 2026-01-01T00:00:00Z\n"

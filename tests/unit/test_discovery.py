@@ -10,6 +10,7 @@ from multiqueue.local.apiserver.discovery import (
     LEGACY_CONTENT_TYPE,
     aggregated_content_type,
     aggregated_discovery,
+    api_group,
     api_group_list,
     api_resource_list,
     api_versions,
@@ -36,9 +37,11 @@ V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscovery
 
 def test_version_info() -> None:
     info = version_info()
-    assert (info["major"], info["minor"], info["gitVersion"]) == ("1", "33", "v1.33.0-multiqueue")
-    assert (info["emulationMajor"], info["emulationMinor"]) == ("1", "33")
-    assert (info["minCompatibilityMajor"], info["minCompatibilityMinor"]) == ("1", "32")
+    assert (info["major"], info["minor"], info["gitVersion"]) == ("1", "37", "v1.37.2+multiqueue"), (
+        "the pinned release"
+    )
+    assert (info["emulationMajor"], info["emulationMinor"]) == ("1", "37")
+    assert (info["minCompatibilityMajor"], info["minCompatibilityMinor"]) == ("1", "36")
     os_name, _, arch = info["platform"].partition("/")
     assert os_name and arch and arch != "x86_64"
 
@@ -88,6 +91,16 @@ def test_api_group_list_names_preferred_versions() -> None:
     assert groups["example.com"]["preferredVersion"]["version"] == "v1"
 
 
+def test_api_group_is_the_list_s_entry_for_one_group() -> None:
+    assert api_group(TYPES, "example.com") == {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        **next(g for g in api_group_list(TYPES)["groups"] if g["name"] == "example.com"),
+    }
+    assert api_group(TYPES, "policy") is None, "a group not served"
+    assert api_group(TYPES, "") is None, "the core group has no APIGroup"
+
+
 def _resources(group: str, version: str) -> dict[str, Obj]:
     listing = api_resource_list(TYPES, group, version)
     assert listing is not None
@@ -130,7 +143,7 @@ def _resources(group: str, version: str) -> dict[str, Obj]:
             "",
             "namespaces",
             {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
-             "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
              "shortNames": ["ns"]},
             id="cluster-scoped",
         ),

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.local.apiserver.openapi import (
     crd_definition_name,
     definition_name,
@@ -86,9 +87,12 @@ def walk(node: Any) -> Iterator[Obj]:
             "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference",
             id="apiextensions-prefixed",
         ),
-        pytest.param("StorageV1TokenRequest", "io.k8s.api.storage.v1.TokenRequest", id="group-prefixed"),
-        pytest.param("V1alpha3WorkloadPodGroupSchedulingPolicy", "io.k8s.api.v1alpha3.WorkloadPodGroupSchedulingPolicy", id="alpha-group-unknown"),
-        pytest.param("VersionInfo", "io.k8s.apimachinery.pkg.version.Info", id="version-info"),
+        pytest.param("V1Role", "io.k8s.api.rbac.v1.Role", id="rbac"),
+        pytest.param("V1Deployment", "io.k8s.api.apps.v1.Deployment", id="apps"),
+        pytest.param("V1PriorityClass", "io.k8s.api.scheduling.v1.PriorityClass", id="scheduling"),
+        pytest.param("V1ShardInfo", f"{META}.ShardInfo", id="meta-shard-info"),
+        pytest.param("V1alpha3WorkloadPodGroupSchedulingPolicy", "io.k8s.api.scheduling.v1alpha3.WorkloadPodGroupSchedulingPolicy", id="alpha"),
+        pytest.param("StorageV1TokenRequest", "StorageV1TokenRequest", id="not-reached-keeps-its-name"),
     ],
 )  # fmt: skip
 def test_definition_names(model: str, name: str) -> None:
@@ -127,7 +131,13 @@ def test_top_level_kinds_carry_their_group_version_kind(
 
 def test_only_kinds_carry_a_group_version_kind() -> None:
     tagged = {name for name, schema in schemas(BATCH).items() if "x-kubernetes-group-version-kind" in schema}
-    assert tagged == {f"io.k8s.api.batch.v1.{k}" for k in ("Job", "JobList", "CronJob", "CronJobList")}
+    kinds = {f"io.k8s.api.batch.v1.{k}" for k in ("Job", "JobList", "CronJob", "CronJobList")}
+    assert tagged == kinds | {f"{META}.{k}" for k in ("DeleteOptions", "Status", "APIResourceList")}
+    delete_options = schemas(BATCH)[f"{META}.DeleteOptions"]["x-kubernetes-group-version-kind"]
+    assert delete_options == [
+        {"group": "", "kind": "DeleteOptions", "version": "v1"},
+        {"group": "batch", "kind": "DeleteOptions", "version": "v1"},
+    ], "in the core version and in the document's own, as upstream"
 
 
 @pytest.mark.parametrize(
@@ -153,6 +163,37 @@ def test_descriptions_are_upstream_s() -> None:
     assert parallelism["type"] == "integer"
     assert parallelism["description"].startswith("Specifies the maximum desired number of pods")
     assert job_spec["required"] == ["template"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "definition", "field", "facts"),
+    [
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobSpec", "parallelism", {"format": "int32"}, id="int32"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobSpec", "activeDeadlineSeconds", {"format": "int64"}, id="int64"),
+        pytest.param(
+            BATCH, "io.k8s.api.core.v1.Container", "ports",
+            {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["containerPort", "protocol"]},
+            id="list-map-keys",
+        ),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {"x-kubernetes-list-type": "atomic"}, id="atomic"),
+        pytest.param(
+            BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", {"x-kubernetes-patch-strategy": "merge,retainKeys"},
+            id="retain-keys",
+        ),
+    ],
+)  # fmt: skip
+def test_upstream_facts_the_client_lacks_are_published(
+    doc: Obj, definition: str, field: str, facts: Obj
+) -> None:
+    found = schemas(doc)[definition]["properties"][field]
+    assert {k: found.get(k) for k in facts} == facts
+
+
+def test_definition_level_facts() -> None:
+    selector = schemas(BATCH)["io.k8s.api.core.v1.ConfigMapKeySelector"]
+    assert selector["x-kubernetes-map-type"] == "atomic"
+    service_port = schemas(CORE)["io.k8s.api.core.v1.ServicePort"]
+    assert service_port["required"] == ["port"] and service_port["properties"]["port"]["format"] == "int32"
 
 
 @pytest.mark.parametrize(
@@ -192,7 +233,7 @@ def test_descriptions_are_upstream_s() -> None:
         ),
         pytest.param(
             BATCH, f"{META}.ManagedFieldsEntry", "fieldsV1",
-            {"type": "object", "x-kubernetes-preserve-unknown-fields": True}, id="free-form-object",
+            {"allOf": [{"$ref": f"#/components/schemas/{META}.FieldsV1"}]}, id="fields-v1",
         ),
     ],
 )  # fmt: skip
@@ -218,9 +259,7 @@ def test_field_types(doc: Obj, definition: str, field: str, expected: Obj) -> No
     ],
 )
 def test_scalar_definitions(name: str, schema: Obj) -> None:
-    found = schemas(CORE)[name]
-    assert {k: v for k, v in found.items() if k != "description"} == schema
-    assert found["description"]
+    assert schemas(CORE)[name] == schema, "the client has no words for these types: none are made up"
     assert f"{META}.MicroTime" not in schemas(BATCH), "only referenced scalars are included"
 
 
@@ -237,14 +276,16 @@ def _keyed(keys: list[str], merge_key: str) -> dict[str, Any]:
     ("doc", "definition", "field", "expected"),
     [
         pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "containers", _keyed(["name"], "name"), id="containers"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", _keyed(["name"], "name"), id="volumes"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes",
+                     {**_keyed(["name"], "name"), "x-kubernetes-patch-strategy": "merge,retainKeys"}, id="volumes"),
         pytest.param(BATCH, "io.k8s.api.core.v1.Container", "env", _keyed(["name"], "name"), id="env"),
         pytest.param(BATCH, "io.k8s.api.core.v1.Container", "ports", _keyed(["containerPort", "protocol"],
                      "containerPort"), id="ports-keyed-by-port-and-protocol"),
         pytest.param(BATCH, "io.k8s.api.batch.v1.JobStatus", "conditions",
                      {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "type",
                       "x-kubernetes-patch-strategy": "merge"}, id="job-conditions-atomic-for-apply"),
-        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", {}, id="cronjob-active"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", {"x-kubernetes-list-type": "atomic"},
+                     id="cronjob-active"),
         pytest.param(BATCH, f"{META}.ObjectMeta", "ownerReferences", _keyed(["uid"], "uid"), id="owner-references"),
         pytest.param(BATCH, f"{META}.ObjectMeta", "finalizers",
                      {"x-kubernetes-patch-strategy": "merge", "x-kubernetes-list-type": "set"}, id="finalizers"),
@@ -254,8 +295,9 @@ def _keyed(keys: list[str], merge_key: str) -> dict[str, Any]:
         pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "hostIPs",
                      {"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "ip",
                       "x-kubernetes-patch-strategy": "merge"}, id="host-ips-atomic-for-apply"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {}, id="tolerations"),
-        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", {}, id="args"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", {"x-kubernetes-list-type": "atomic"},
+                     id="tolerations"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", {"x-kubernetes-list-type": "atomic"}, id="args"),
         pytest.param(BATCH, "io.k8s.api.batch.v1.UncountedTerminatedPods", "succeeded",
                      {"x-kubernetes-list-type": "set"}, id="uncounted-set"),
     ],
@@ -263,8 +305,8 @@ def _keyed(keys: list[str], merge_key: str) -> dict[str, Any]:
 def test_lists_publish_their_merge_keys_and_list_types(
     doc: Obj, definition: str, field: str, expected: dict[str, Any]
 ) -> None:
-    """Strategic merge keys (the table kubectl's client-side apply uses) and the list types server-side apply
-    uses, as upstream publishes them; lists that are replaced whole carry nothing."""
+    """Strategic merge keys (what kubectl's client-side apply reads) and the list types server-side apply uses,
+    as upstream publishes them (openapi_facts.json)."""
     found = schemas(doc)[definition]["properties"][field]
     assert {k: v for k, v in found.items() if k.startswith("x-kubernetes-")} == expected
 
@@ -278,6 +320,50 @@ def test_atomic_structs_and_list_key_defaults_are_published() -> None:
     assert batch["io.k8s.api.core.v1.ContainerPort"]["properties"]["protocol"]["default"] == "TCP"
     assert batch["io.k8s.api.core.v1.EnvVar"]["properties"]["name"]["default"] == ""
     assert "x-kubernetes-map-type" not in batch["io.k8s.api.core.v1.PodSpec"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "definition", "field", "kind", "path"),
+    [
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "containers", ("batch", "Job"),
+                     "spec.template.spec.containers", id="containers"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "volumes", ("batch", "Job"),
+                     "spec.template.spec.volumes", id="volumes"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "env", ("batch", "Job"),
+                     "spec.template.spec.containers[].env", id="env"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "ports", ("batch", "Job"),
+                     "spec.template.spec.containers[].ports", id="ports"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.JobStatus", "conditions", ("batch", "Job"),
+                     "status.conditions", id="job-conditions"),
+        pytest.param(BATCH, "io.k8s.api.batch.v1.CronJobStatus", "active", ("batch", "CronJob"),
+                     "status.active", id="cronjob-active"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "ownerReferences", ("batch", "Job"),
+                     "metadata.ownerReferences", id="owner-references"),
+        pytest.param(BATCH, f"{META}.ObjectMeta", "finalizers", ("batch", "Job"),
+                     "metadata.finalizers", id="finalizers"),
+        pytest.param(CORE, "io.k8s.api.core.v1.NodeStatus", "addresses", ("", "Node"),
+                     "status.addresses", id="node-addresses"),
+        pytest.param(CORE, "io.k8s.api.core.v1.PodStatus", "podIPs", ("", "Pod"), "status.podIPs", id="pod-ips"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.PodSpec", "tolerations", ("batch", "Job"),
+                     "spec.template.spec.tolerations", id="tolerations"),
+        pytest.param(BATCH, "io.k8s.api.core.v1.Container", "args", ("batch", "Job"),
+                     "spec.template.spec.containers[].args", id="args"),
+    ],
+)  # fmt: skip
+def test_published_merge_keys_are_the_ones_strategic_merge_uses(
+    doc: Obj, definition: str, field: str, kind: tuple[str, str], path: str
+) -> None:
+    """The patch strategies published are upstream's (openapi_facts.json); the server's strategic merge
+    (api/patches.py) must merge the same lists by the same keys, or kubectl apply's patches would go astray."""
+    found = schemas(doc)[definition]["properties"][field]
+    merges = "merge" in found.get("x-kubernetes-patch-strategy", "").split(",")
+    strategy = list_strategy(*kind, path)
+    if strategy is None:
+        assert not merges
+    elif strategy == PRIMITIVE_SET:
+        assert merges and "x-kubernetes-patch-merge-key" not in found
+    else:
+        assert merges and found["x-kubernetes-patch-merge-key"] == strategy
 
 
 def test_merge_keys_kubectl_apply_relies_on() -> None:
@@ -321,7 +407,7 @@ def test_custom_kind_without_schema_keeps_unknown_fields() -> None:
     [
         pytest.param(
             BATCH,
-            {"/apis/batch/v1/jobs", "/apis/batch/v1/namespaces/{namespace}/jobs",
+            {"/apis/batch/v1/", "/apis/batch/v1/jobs", "/apis/batch/v1/namespaces/{namespace}/jobs",
              "/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
              "/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
              "/apis/batch/v1/cronjobs", "/apis/batch/v1/namespaces/{namespace}/cronjobs",
@@ -389,7 +475,74 @@ def test_pod_log_is_plain_text() -> None:
     assert set(log) == {"parameters", "get"}
     assert log["get"]["operationId"] == "readCoreV1NamespacedPodLog"
     assert log["get"]["responses"]["200"]["content"] == {"text/plain": {"schema": {"type": "string"}}}
-    assert {"container", "follow", "tailLines", "previous"} <= {p["name"] for p in log["get"]["parameters"]}
+    assert {"container", "follow", "tailLines", "previous"} <= {p["name"] for p in log["parameters"]}
+
+
+def test_parameters_every_operation_takes_are_the_path_s() -> None:
+    collection = CORE["paths"]["/api/v1/namespaces/{namespace}/pods"]
+    assert [p["name"] for p in collection["parameters"]] == ["namespace", "pretty"]
+    assert "watch" in {p["name"] for p in collection["get"]["parameters"]}
+    assert {p["name"] for p in collection["delete"]["parameters"]} >= {"labelSelector", "gracePeriodSeconds"}
+    assert not {"watch", "allowWatchBookmarks"} & {p["name"] for p in collection["delete"]["parameters"]}
+    everywhere = CORE["paths"]["/api/v1/pods"]
+    assert (
+        "labelSelector" in {p["name"] for p in everywhere["parameters"]}
+        and "parameters" not in everywhere["get"]
+    )
+
+
+def test_delete_collection_is_named_as_upstream_and_not_offered_for_namespaces() -> None:
+    pods = CORE["paths"]["/api/v1/namespaces/{namespace}/pods"]
+    assert pods["delete"]["operationId"] == "deleteCoreV1CollectionNamespacedPod"
+    assert "delete" not in CORE["paths"]["/api/v1/namespaces"]
+
+
+def test_custom_resources_are_laid_out_as_apiextensions_does() -> None:
+    assert CUSTOM["info"] == {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
+    collection = CUSTOM["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"]
+    assert collection["delete"]["operationId"] == "deleteExampleComV1CollectionNamespacedWidget"
+    assert "requestBody" not in collection["delete"] and "watch" in {
+        p["name"] for p in collection["delete"]["parameters"]
+    }
+    assert list(collection["post"]["requestBody"]["content"]) == ["application/json", "application/yaml"]
+    item = CUSTOM["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]
+    assert [p["name"] for p in item["get"]["parameters"]] == ["resourceVersion"]
+
+
+@pytest.mark.parametrize(
+    ("path", "operation_id", "tag", "answer"),
+    [
+        pytest.param("api", "getCoreAPIVersions", "core", "APIVersions", id="core"),
+        pytest.param("apis", "getAPIVersions", "apis", "APIGroupList", id="groups"),
+        pytest.param("apis/batch", "getBatchAPIGroup", "batch", "APIGroup", id="group"),
+        pytest.param(
+            "apis/rbac.authorization.k8s.io",
+            "getRbacAuthorizationAPIGroup",
+            "rbacAuthorization",
+            "APIGroup",
+            id="dotted-group",
+        ),
+    ],
+)
+def test_roots_and_groups_have_their_discovery_documents(
+    path: str, operation_id: str, tag: str, answer: str
+) -> None:
+    reply = openapi_v3_reply(TYPES, path, now=NOW)
+    assert reply is not None and reply.status == 200
+    document = json.loads(reply.body)
+    operation = document["paths"][f"/{path}/"]["get"]
+    assert (operation["operationId"], operation["tags"]) == (operation_id, [tag])
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{META}.{answer}"}
+    assert f"{META}.{answer}" in document["components"]["schemas"]
+
+
+def test_each_group_version_has_its_resource_list() -> None:
+    root = BATCH["paths"]["/apis/batch/v1/"]["get"]
+    assert root["operationId"] == "getBatchV1APIResources"
+    schema = root["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{META}.APIResourceList"}
+    assert BATCH["info"]["version"] == "1.37"
 
 
 @pytest.mark.parametrize(
@@ -397,12 +550,12 @@ def test_pod_log_is_plain_text() -> None:
     [
         pytest.param(
             BATCH, "/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-            ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"],
+            ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"],
             id="builtin",
         ),
         pytest.param(
             CUSTOM, "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}",
-            ["application/json-patch+json", "application/merge-patch+json"], id="custom-has-no-strategic-merge",
+            ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"], id="custom-has-no-strategic-merge",
         ),
     ],
 )  # fmt: skip
@@ -415,18 +568,13 @@ def test_patch_content_types(doc: Obj, path: str, types: list[str]) -> None:
 
 def test_index_points_at_each_group_version_by_its_hash() -> None:
     index = openapi_v3_index(TYPES)
-    assert list(index["paths"]) == [
-        "api/v1",
-        "apis/apiextensions.k8s.io/v1",
-        "apis/apps/v1",
-        "apis/authentication.k8s.io/v1",
-        "apis/authorization.k8s.io/v1",
-        "apis/batch/v1",
-        "apis/coordination.k8s.io/v1",
-        "apis/example.com/v1",
-        "apis/rbac.authorization.k8s.io/v1",
-        "apis/scheduling.k8s.io/v1",
-    ]
+    groups = ["apiextensions.k8s.io", "apps", "authentication.k8s.io", "authorization.k8s.io", "batch"]
+    groups += ["coordination.k8s.io", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
+    group_versions = [f"apis/{g}/v1" for g in [*groups, "example.com"]]
+    discovery = ["api", "apis", *(f"apis/{g}" for g in groups)]
+    assert list(index["paths"]) == sorted(["api/v1", *group_versions, *discovery]), (
+        "group versions, and the discovery documents of the roots and of built-in groups (not of CRDs')"
+    )
     rendered = rendered_document(TYPES, "batch", "v1")
     assert rendered is not None
     assert index["paths"]["apis/batch/v1"] == {
@@ -517,6 +665,8 @@ def test_reply_to_the_index_honours_its_etag() -> None:
     assert again is not None and (again.status, again.body) == (304, b"")
 
 
-@pytest.mark.parametrize("path", ["apis/policy/v1", "api/v2", "apis/batch", "openapi", "apis/batch/v1/jobs"])
+@pytest.mark.parametrize(
+    "path", ["apis/policy/v1", "api/v2", "apis/policy", "apis/example.com", "openapi", "apis/batch/v1/jobs"]
+)
 def test_reply_to_unknown_paths(path: str) -> None:
     assert openapi_v3_reply(TYPES, path, now=NOW) is None

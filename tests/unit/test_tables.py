@@ -134,9 +134,35 @@ GADGETS = ResourceType("example.com", "v1", "Gadget", "gadgets", "gadget", False
         pytest.param(TYPES["coordination.k8s.io/leases"], [("Name", 0), ("Holder", 0), ("Age", 0)], id="leases"),
         pytest.param(TYPES["configmaps"], [("Name", 0), ("Data", 0), ("Age", 0)], id="configmaps"),
         pytest.param(TYPES["secrets"], [("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)], id="secrets"),
-        pytest.param(TYPES["serviceaccounts"], [("Name", 0), ("Secrets", 0), ("Age", 0)], id="serviceaccounts"),
+        pytest.param(TYPES["serviceaccounts"], [("Name", 0), ("Age", 0)], id="serviceaccounts"),
         pytest.param(
-            TYPES["apiextensions.k8s.io/customresourcedefinitions"], [("Name", 0), ("Created At", 0)], id="crds"
+            TYPES["apiextensions.k8s.io/customresourcedefinitions"],
+            [("Name", 0), ("Scope", 0), ("Versions", 0), ("Created At", 0), ("Group", 1), ("Kind", 1),
+             ("ShortNames", 1), ("Established", 1)],
+            id="crds",
+        ),
+        pytest.param(
+            TYPES["services"],
+            [("Name", 0), ("Type", 0), ("Cluster-IP", 0), ("External-IP", 0), ("Port(s)", 0), ("Age", 0),
+             ("Selector", 1)],
+            id="services",
+        ),
+        pytest.param(
+            TYPES["apps/deployments"],
+            [("Name", 0), ("Ready", 0), ("Up-to-date", 0), ("Available", 0), ("Age", 0), ("Containers", 1),
+             ("Images", 1), ("Selector", 1)],
+            id="deployments",
+        ),
+        pytest.param(TYPES["rbac.authorization.k8s.io/roles"], [("Name", 0), ("Created At", 0)], id="roles"),
+        pytest.param(
+            TYPES["rbac.authorization.k8s.io/clusterrolebindings"],
+            [("Name", 0), ("Role", 0), ("Age", 0), ("Users", 1), ("Groups", 1), ("ServiceAccounts", 1)],
+            id="clusterrolebindings",
+        ),
+        pytest.param(
+            TYPES["scheduling.k8s.io/priorityclasses"],
+            [("Name", 0), ("Value", 0), ("Global-Default", 0), ("Age", 0), ("PreemptionPolicy", 0)],
+            id="priorityclasses",
         ),
         pytest.param(
             WIDGETS,
@@ -537,6 +563,10 @@ def test_node_wide_cells() -> None:
     obj = node(addresses=addresses)
     obj["status"]["nodeInfo"].update(osImage="Debian", kernelVersion="6.1")
     assert cells("nodes", obj)[5:] == ["10.0.0.1", "<none>", "Debian", "6.1", "<unknown>"]
+    obj["status"]["nodeInfo"]["architecture"] = "arm64"
+    assert cells("nodes", obj)[8] == "6.1 (arm64)", (
+        "the architecture follows the kernel when the node says it"
+    )
 
 
 @pytest.mark.parametrize(
@@ -567,13 +597,83 @@ def test_node_wide_cells() -> None:
             "secrets", {"metadata": {"name": "s"}, "type": "Opaque", "data": {"k": "dg=="}},
             ["s", "Opaque", 1, "<unknown>"], id="secret",
         ),
-        pytest.param(
-            "serviceaccounts", {"metadata": {"name": "default"}}, ["default", 0, "<unknown>"], id="serviceaccount"
-        ),
+        pytest.param("serviceaccounts", {"metadata": {"name": "default"}}, ["default", "<unknown>"], id="serviceaccount"),
         pytest.param(
             "apiextensions.k8s.io/customresourcedefinitions",
-            {"metadata": {"name": "widgets.example.com", "creationTimestamp": "2026-01-09T08:07:06Z"}},
-            ["widgets.example.com", "2026-01-09T08:07:06Z"], id="crd-created-at",
+            {"metadata": {"name": "widgets.example.com", "creationTimestamp": "2026-01-09T08:07:06Z"},
+             "spec": {"group": "example.com", "scope": "Namespaced",
+                      "names": {"kind": "Widget", "shortNames": ["wd", "wdg"]},
+                      "versions": [{"name": "v2", "served": True}, {"name": "v1", "served": True, "storage": True},
+                                   {"name": "v0", "served": False}]},
+             "status": {"conditions": [{"type": "Established", "status": "True"}]}},
+            ["widgets.example.com", "Namespaced", "v1(storage),v2", "2026-01-09T08:07:06Z", "example.com", "Widget",
+             "wd,wdg", True],
+            id="crd",
+        ),
+        pytest.param(
+            "apiextensions.k8s.io/customresourcedefinitions", {"metadata": {"name": "new.example.com"}},
+            ["new.example.com", "", "", "", "", "", "", False], id="crd-not-established",
+        ),
+        pytest.param(
+            "services",
+            {"metadata": {"name": "web", "creationTimestamp": ago(60)},
+             "spec": {"type": "ClusterIP", "clusterIPs": ["10.0.0.7", "fd00::7"], "selector": {"b": "2", "a": "1"},
+                      "ports": [{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}},
+            ["web", "ClusterIP", "10.0.0.7", "<none>", "80/TCP,53/UDP", "60s", "a=1,b=2"], id="service-cluster-ip",
+        ),
+        pytest.param(
+            "services",
+            {"metadata": {"name": "np"},
+             "spec": {"type": "NodePort", "externalIPs": ["1.2.3.4"], "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}]}},
+            ["np", "NodePort", "<none>", "1.2.3.4", "80:30080/TCP", "<unknown>", "<none>"], id="service-node-port",
+        ),
+        pytest.param(
+            "services",
+            {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "externalIPs": ["9.9.9.9"]},
+             "status": {"loadBalancer": {"ingress": [{"hostname": "b.example"}, {"ip": "5.6.7.8"}]}}},
+            ["lb", "LoadBalancer", "<none>", "5.6.7.8,b.example,9.9.9.9", "<none>", "<unknown>", "<none>"],
+            id="service-load-balancer",
+        ),
+        pytest.param(
+            "services", {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer"}},
+            ["lb", "LoadBalancer", "<none>", "<pending>", "<none>", "<unknown>", "<none>"], id="service-pending",
+        ),
+        pytest.param(
+            "services", {"metadata": {"name": "ext"}, "spec": {"type": "ExternalName", "externalName": "db.example"}},
+            ["ext", "ExternalName", "<none>", "db.example", "<none>", "<unknown>", "<none>"], id="service-external-name",
+        ),
+        pytest.param(
+            "apps/deployments",
+            {"metadata": {"name": "d", "creationTimestamp": ago(60)},
+             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "d"}},
+                      "template": {"spec": {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "j"}]}}},
+             "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 1}},
+            ["d", "2/3", 3, 1, "60s", "a,b", "i,j", "app=d"], id="deployment",
+        ),
+        pytest.param(
+            "apps/deployments", {"metadata": {"name": "d"}, "spec": {}},
+            ["d", "0/1", 0, 0, "<unknown>", "", "", "<none>"], id="deployment-replicas-default-to-one",
+        ),
+        pytest.param(
+            "rbac.authorization.k8s.io/rolebindings",
+            {"metadata": {"name": "b", "creationTimestamp": ago(60)}, "roleRef": {"kind": "Role", "name": "r"},
+             "subjects": [{"kind": "User", "name": "ann"}, {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"},
+                          {"kind": "User", "name": "bob"}, {"kind": "Group", "name": "devs"}]},
+            ["b", "Role/r", "60s", "ann, bob", "devs", "ns/sa"], id="rolebinding",
+        ),
+        pytest.param(
+            "rbac.authorization.k8s.io/clusterroles",
+            {"metadata": {"name": "view", "creationTimestamp": "2026-01-09T08:07:06Z"}},
+            ["view", "2026-01-09T08:07:06Z"], id="clusterrole-created-at",
+        ),
+        pytest.param(
+            "scheduling.k8s.io/priorityclasses",
+            {"metadata": {"name": "high"}, "value": 1000, "globalDefault": True, "preemptionPolicy": "Never"},
+            ["high", 1000, True, "<unknown>", "Never"], id="priorityclass",
+        ),
+        pytest.param(
+            "scheduling.k8s.io/priorityclasses", {"metadata": {"name": "low"}, "value": -5},
+            ["low", -5, False, "<unknown>", ""], id="priorityclass-no-default",
         ),
     ],
 )  # fmt: skip

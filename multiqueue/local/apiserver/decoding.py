@@ -1,4 +1,9 @@
-"""Unknown fields in a request body, found as kube-apiserver's decoder finds them: against the kind's Go type.
+"""Request bodies as kube-apiserver's decoder reads them: YAML as the JSON it stands for, and unknown fields found
+against the kind's Go type.
+
+A create, an update or a delete (its DeleteOptions) may send YAML (``Content-Type: application/yaml``); it is read
+as Go's YAML-to-JSON conversion reads it (timestamps stay strings, keys become strings), then treated as the same
+JSON would be.
 
 A field the type does not have is dropped whatever ``fieldValidation`` says; ``Strict`` refuses the request with
 every such field named (400 BadRequest, "strict decoding error"), ``Warn`` (the default) answers with one
@@ -17,11 +22,18 @@ import yaml
 
 from multiqueue.api import errors, godecode, structural
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.protobuf import summarize
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 
+YAML: Final = "application/yaml"
 # What a create or update body may be written in, as kube-apiserver lists it when refusing another.
-BODY_MEDIA_TYPES: Final = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+BODY_MEDIA_TYPES: Final = ("application/json", YAML, "application/vnd.kubernetes.protobuf")
+# PyYAML's words for the commonest mistakes -> libyaml's (go-yaml's), which upstream's message carries.
+_LIBYAML_WORDS: Final = {
+    "mapping values are not allowed here": "mapping values are not allowed in this context",
+    "expected <block end>, but found '<block mapping start>'": "did not find expected key",
+}
 # Fields of a model that Go holds as bytes: maps of base64 strings, decoded (and refused) with the body.
 _BYTE_MAPS: Final = {"V1Secret": ("data",), "V1ConfigMap": ("binaryData",)}
 STRICT: Final = "Strict"
@@ -31,6 +43,57 @@ DIRECTIVES: Final = (STRICT, WARN, IGNORE)
 # How the client writes a list and a map of a type: List[V1Container], Dict[str, List[str]].
 _LIST: Final = re.compile(r"List\[(?P<item>.+)\]")
 _DICT: Final = re.compile(r"Dict\[str, (?P<value>.+)\]")
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """YAML 1.1 as Go's converter resolves it, but for timestamps: they stay the strings JSON has."""
+
+
+_YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def read_yaml(raw: bytes, kind: str) -> Any:
+    """The value a YAML body stands for, as JSON would have it. A body that is not YAML is refused as
+    kube-apiserver refuses it: 400, "the object provided is unrecognized", the parser's complaint and the start of
+    the body; the parser's words are PyYAML's, its line numbers counted as go-yaml counts them."""
+    try:
+        return _json_keys(yaml.load(raw, Loader=_YamlLoader))
+    except yaml.YAMLError as exc:
+        problem = str(getattr(exc, "problem", None) or exc)
+        complaint = f"yaml: {_yaml_line(exc)}{_LIBYAML_WORDS.get(problem, problem)}"
+        message = (
+            f"the object provided is unrecognized (must be of type {kind}): {complaint} ({summarize(raw)})"
+        )
+        raise ApiError(errors.bad_request_status(message)) from exc
+
+
+def _yaml_line(exc: yaml.YAMLError) -> str:
+    """go-yaml names the 0-based line of a parser error's problem, one more for a scanner's, else its context's."""
+    problem, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    line = 0
+    if problem is not None and problem.line:
+        line = problem.line + (1 if isinstance(exc, yaml.scanner.ScannerError) else 0)
+    elif context is not None:
+        line = context.line
+    return f"line {line}: " if line else ""
+
+
+def _json_keys(value: Any) -> Any:
+    """Map keys as JSON has them: strings (``true``, ``1``), as Go's converter writes them."""
+    if isinstance(value, dict):
+        return {_key(k): _json_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_keys(v) for v in value]
+    return value
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
 
 
 @functools.cache
@@ -92,16 +155,9 @@ def check_body(rtype: ResourceType, content_type: str, raw: bytes) -> None:
     if problem:
         message = (
             f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
-            f"json parse error: {problem} ({_summary(raw)})"
+            f"json parse error: {problem} ({summarize(raw)})"
         )
         raise ApiError(errors.status(400, "BadRequest", message))
-
-
-def _summary(raw: bytes, limit: int = 30) -> str:
-    """The start of a body upstream quotes in a decoding error: as text if it looks like JSON, else hex."""
-    head = raw[:limit]
-    shown = head.decode("utf-8", errors="replace") if raw.startswith(b"{") else head.hex()
-    return shown + (" ..." if len(raw) > limit else "")
 
 
 def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
@@ -159,7 +215,7 @@ def warning(text: str) -> str:
 # --- server-side apply --------------------------------------------------------------------------------------
 
 
-class _ApplyLoader(yaml.SafeLoader):
+class _ApplyLoader(_YamlLoader):
     """YAML as upstream reads an apply body: timestamps stay strings, and repeated keys are noted (the last wins)."""
 
     def __init__(self, stream: str) -> None:
@@ -175,12 +231,6 @@ class _ApplyLoader(yaml.SafeLoader):
                     self.repeated.append(f'line {line}: key "{key_node.value}" already set in map')
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep)
-
-
-_ApplyLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
 
 
 def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:

@@ -15,10 +15,14 @@ from typing import Final
 
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.resources import ResourceType
+from multiqueue.local.upstream import KUBERNETES_VERSION as RELEASE
 
-KUBERNETES_VERSION: Final = ("1", "33")
-# The oldest minor this server's behaviour is compatible with, reported next to the emulated one since 1.33.
-MIN_COMPATIBILITY_VERSION: Final = ("1", "32")
+# The server presents as the release the upstream control plane pins, whose behaviour it follows (kubectl warns
+# when it is more than one minor from its own, as against that release itself).
+KUBERNETES_VERSION: Final = tuple(RELEASE.removeprefix("v").split(".")[:2])
+# The oldest minor this server's behaviour is compatible with, reported next to the emulated one since 1.33: as
+# upstream, the one before.
+MIN_COMPATIBILITY_VERSION: Final = (KUBERNETES_VERSION[0], str(int(KUBERNETES_VERSION[1]) - 1))
 
 LEGACY_CONTENT_TYPE: Final = "application/json"
 _DISCOVERY_GROUP: Final = "apidiscovery.k8s.io"
@@ -47,7 +51,7 @@ def version_info() -> Obj:
         "emulationMinor": minor,
         "minCompatibilityMajor": MIN_COMPATIBILITY_VERSION[0],
         "minCompatibilityMinor": MIN_COMPATIBILITY_VERSION[1],
-        "gitVersion": f"v{major}.{minor}.0-multiqueue",
+        "gitVersion": f"{RELEASE}+multiqueue",
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",
@@ -93,11 +97,19 @@ def _group_versions(types: Iterable[ResourceType], core: bool) -> dict[str, list
 
 def api_group_list(types: Iterable[ResourceType]) -> Obj:
     """GET /apis, legacy answer: every named group with its versions and the one clients should prefer."""
-    groups = []
-    for group, versions in _group_versions(types, core=False).items():
-        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+    groups = [_api_group(group, versions) for group, versions in _group_versions(types, core=False).items()]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(types: Iterable[ResourceType], group: str) -> Obj | None:
+    """GET /apis/{group}: the group's versions and the preferred one; None when the group is not served."""
+    versions = _group_versions(types, core=False).get(group)
+    return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(group, versions)} if versions else None
+
+
+def _api_group(group: str, versions: list[str]) -> Obj:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
 def _subresource_verbs(subresource: str) -> list[str]:

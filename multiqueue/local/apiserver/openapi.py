@@ -11,10 +11,13 @@ document of the group version it needs:
 
 kubectl 1.27 and 1.28 read /openapi/v2 instead, made from the same definitions and operations (openapi_v2.py).
 
-Built-in kinds' schemas are generated from the official client's pydantic models; a CRD's kinds use its
-openAPIV3Schema. Lists that merge by key carry ``x-kubernetes-patch-merge-key`` from the table the server's
-strategic merge uses. Generating a document is slow, so each is rendered once per set of types and cached with
-its hash. The hash is over the rendered bytes, as upstream's: a change in the generator moves it too, so clients
+Built-in kinds' schemas are generated from the official client's pydantic models (fields, types, references,
+``required``, descriptions); what the models lose (upstream's definition names, formats, ``x-kubernetes-*``
+extensions such as list types, map keys and patch merge keys, quantities and micro-times typed by reference) comes
+from openapi_facts.json, written from the pinned release by hack/openapi_facts.py. A CRD's kinds use its
+openAPIV3Schema. Paths are laid out as upstream's: parameters every operation of a path takes sit on the path,
+and each group version has its own resource list. Generating a document is slow, so each is rendered once per set
+of types and cached with its hash. The hash is over the rendered bytes, as upstream's: a change in the generator moves it too, so clients
 holding "immutable" copies fetch again.
 """
 
@@ -26,195 +29,73 @@ import email.utils
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import kubernetes.client.models as models
 
 from multiqueue.api import schemas as structure
-from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver.discovery import KUBERNETES_VERSION
 from multiqueue.local.apiserver.resources import CREATE_ONLY, ResourceType
 
 _REF: Final = "#/components/schemas/"
 _META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1"
-_APIEXTENSIONS: Final = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1"
-TIME: Final = f"{_META}.Time"
-MICRO_TIME: Final = f"{_META}.MicroTime"
 INT_OR_STRING: Final = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 QUANTITY: Final = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _PATCH: Final = f"{_META}.Patch"
 _STATUS: Final = f"{_META}.Status"
 _DELETE_OPTIONS: Final = f"{_META}.DeleteOptions"
+# The documents' info.version: the release's major.minor, as upstream's.
+INFO_VERSION: Final = ".".join(KUBERNETES_VERSION)
+_RESOURCE_LIST: Final = f"{_META}.APIResourceList"
+_META_KINDS: Final = (
+    _STATUS,
+    _RESOURCE_LIST,
+    f"{_META}.APIVersions",
+    f"{_META}.APIGroupList",
+    f"{_META}.APIGroup",
+)
+# A custom group version's document is apiextensions-apiserver's, which says so.
+_CUSTOM_INFO: Final = {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}
 
-# The client's model names drop the Go package; these say which package a v1 name is from (default: core).
-_META_NAMES: Final = frozenset(
-    {
-        "APIGroup",
-        "APIGroupList",
-        "APIResource",
-        "APIResourceList",
-        "APIVersions",
-        "Condition",
-        "DeleteOptions",
-        "FieldSelectorRequirement",
-        "GroupVersionForDiscovery",
-        "LabelSelector",
-        "LabelSelectorRequirement",
-        "ListMeta",
-        "ManagedFieldsEntry",
-        "ObjectMeta",
-        "OwnerReference",
-        "Preconditions",
-        "ServerAddressByClientCIDR",
-        "Status",
-        "StatusCause",
-        "StatusDetails",
-        "WatchEvent",
+# What the client's models lose of upstream's schemas, from the pinned release (hack/openapi_facts.py): each
+# definition's name and model, formats, x-kubernetes-* extensions, references to types the client keeps as plain
+# values, and the shape of definitions the client has no model of.
+FACTS: Final = Path(__file__).with_name("openapi_facts.json")
+_MODEL_ONLY: Final = ("model", "properties")
+
+
+@functools.cache
+def _facts() -> dict[str, Obj]:
+    facts: dict[str, Obj] = json.loads(FACTS.read_text())
+    return facts
+
+
+@functools.cache
+def _scalar_definitions() -> dict[str, Obj]:
+    """The definitions the client has no model of (Time, Quantity, IntOrString, FieldsV1, ...): upstream's shape."""
+    return {
+        name: {k: v for k, v in facts.items() if k not in _MODEL_ONLY}
+        for name, facts in _facts().items()
+        if facts["model"] is None
     }
-)
-_GROUP_NAMES: Final = {
-    "batch": frozenset(
-        {
-            "CronJob",
-            "CronJobList",
-            "CronJobSpec",
-            "CronJobStatus",
-            "Job",
-            "JobCondition",
-            "JobList",
-            "JobSchedulingConfiguration",
-            "JobSpec",
-            "JobStatus",
-            "JobTemplateSpec",
-            "PodFailurePolicy",
-            "PodFailurePolicyOnExitCodesRequirement",
-            "PodFailurePolicyOnPodConditionsPattern",
-            "PodFailurePolicyRule",
-            "SuccessPolicy",
-            "SuccessPolicyRule",
-            "UncountedTerminatedPods",
-        }
-    ),
-    "coordination": frozenset({"Lease", "LeaseList", "LeaseSpec"}),
-    "authorization": frozenset(
-        {
-            "FieldSelectorAttributes",
-            "LabelSelectorAttributes",
-            "NonResourceAttributes",
-            "ResourceAttributes",
-            "SelfSubjectAccessReview",
-            "SelfSubjectAccessReviewSpec",
-            "SubjectAccessReviewStatus",
-        }
-    ),
-    "authentication": frozenset({"SelfSubjectReview", "SelfSubjectReviewStatus", "UserInfo"}),
-}
-_APIEXTENSIONS_NAMES: Final = frozenset(
-    {
-        "CustomResourceColumnDefinition",
-        "CustomResourceConversion",
-        "CustomResourceDefinition",
-        "CustomResourceDefinitionCondition",
-        "CustomResourceDefinitionList",
-        "CustomResourceDefinitionNames",
-        "CustomResourceDefinitionSpec",
-        "CustomResourceDefinitionStatus",
-        "CustomResourceDefinitionVersion",
-        "CustomResourceSubresourceScale",
-        "CustomResourceSubresources",
-        "CustomResourceValidation",
-        "ExternalDocumentation",
-        "JSONSchemaProps",
-        "SelectableField",
-        "ValidationRule",
-        "WebhookConversion",
-    }
-)
-# Fields the client types as plain strings but upstream as resource.Quantity (a map of them, or one).
-_QUANTITY_FIELDS: Final = frozenset(
-    {
-        ("V1ResourceRequirements", "limits"),
-        ("V1ResourceRequirements", "requests"),
-        ("V1VolumeResourceRequirements", "limits"),
-        ("V1VolumeResourceRequirements", "requests"),
-        ("V1NodeStatus", "allocatable"),
-        ("V1NodeStatus", "capacity"),
-        ("V1PodSpec", "overhead"),
-        ("V1ContainerStatus", "allocatedResources"),
-        ("V1EmptyDirVolumeSource", "sizeLimit"),
-        ("V1ResourceFieldSelector", "divisor"),
-    }
-)
-# Timestamps with microseconds upstream; every other date-time is a metav1.Time.
-_MICRO_TIME_FIELDS: Final = frozenset(
-    {
-        ("CoreV1Event", "eventTime"),
-        ("CoreV1EventSeries", "lastObservedTime"),
-        ("V1LeaseSpec", "acquireTime"),
-        ("V1LeaseSpec", "renewTime"),
-    }
-)
-_SCALAR_DEFINITIONS: Final[dict[str, Obj]] = {
-    TIME: {
-        "description": "A timestamp in RFC 3339 form, with second precision, in UTC.",
-        "format": "date-time",
-        "type": "string",
-    },
-    MICRO_TIME: {
-        "description": "A timestamp in RFC 3339 form, with microsecond precision, in UTC.",
-        "format": "date-time",
-        "type": "string",
-    },
-    INT_OR_STRING: {
-        "description": "An integer or a string: a port number or name, a count or a percentage.",
-        "format": "int-or-string",
-        "oneOf": [{"type": "integer"}, {"type": "string"}],
-    },
-    QUANTITY: {
-        "description": "A fixed-point number with an optional suffix, such as 100m, 1.5Gi or 2e3.",
-        "oneOf": [{"type": "string"}, {"type": "number"}],
-    },
-    _PATCH: {
-        "description": "The body of a PATCH request, in the format its Content-Type names.",
-        "type": "object",
-    },
-}
-_MODEL_NAME: Final = re.compile(
-    r"(?P<group>[A-Z][a-z]+)?(?P<version>V\d+(?:alpha\d+|beta\d+)?)(?P<name>[A-Z]\w*)"
-)
+
+
+@functools.cache
+def _definition_names() -> dict[str, str]:
+    return {entry["model"]: name for name, entry in _facts().items() if entry["model"]}
 
 
 def definition_name(model: str) -> str:
     """The upstream definition name of a client model: ``V1JobSpec`` -> ``io.k8s.api.batch.v1.JobSpec``.
 
-    kubectl explain shows the part after the last dot as a field's type, so these keep upstream's names.
+    kubectl explain shows the part after the last dot as a field's type, so these keep upstream's names. A model
+    the served kinds do not reach keeps its own name.
     """
-    if model == "VersionInfo":
-        return "io.k8s.apimachinery.pkg.version.Info"
-    match = _MODEL_NAME.fullmatch(model)
-    if match is None:
-        return model
-    group, version, name = match["group"], match["version"].lower(), match["name"]
-    if group == "Core":
-        return f"io.k8s.api.core.{version}.{name}"
-    if group == "Apiextensions" and version == "v1":
-        return f"{_APIEXTENSIONS}.{name}"
-    if group is not None:
-        return f"io.k8s.api.{group.lower()}.{version}.{name}"
-    if version != "v1":
-        # The client's name does not say which group an alpha or beta type is from.
-        return f"io.k8s.api.{version}.{name}"
-    if name in _META_NAMES:
-        return f"{_META}.{name}"
-    if name in _APIEXTENSIONS_NAMES:
-        return f"{_APIEXTENSIONS}.{name}"
-    for package, names in _GROUP_NAMES.items():
-        if name in names:
-            return f"io.k8s.api.{package}.v1.{name}"
-    return f"io.k8s.api.core.v1.{name}"
+    return _definition_names().get(model, model)
 
 
 def crd_definition_name(group: str, version: str, kind: str) -> str:
@@ -239,12 +120,8 @@ def _description(text: Any) -> Any:
     return text.split("\n\nAttributes:")[0].rstrip() if isinstance(text, str) else text
 
 
-def _convert(node: Any, field: tuple[str, str] | None = None) -> Any:
-    """One pydantic JSON-schema node into the OpenAPI shape upstream publishes.
-
-    ``field`` (model, property) names the property the node describes, for the types pydantic cannot tell
-    apart from plain strings (quantities, micro-times).
-    """
+def _convert(node: Any) -> Any:
+    """One pydantic JSON-schema node into the OpenAPI shape upstream publishes."""
     if isinstance(node, list):
         return [_convert(item) for item in node]
     if not isinstance(node, dict):
@@ -267,8 +144,6 @@ def _convert(node: Any, field: tuple[str, str] | None = None) -> Any:
         result["x-kubernetes-preserve-unknown-fields"] = True
     if not any(k in result for k in ("type", "$ref", "allOf", "anyOf", "oneOf", "properties")):
         result["x-kubernetes-preserve-unknown-fields"] = True
-    if field is not None:
-        result = _special_field(result, field)
     ref = result.pop("$ref", None)
     if isinstance(ref, str):
         result = _wrapped(definition_name(ref.rsplit("/", 1)[-1]), result)
@@ -282,32 +157,43 @@ def _merge_options(options: list[Obj]) -> Obj:
     types = [o.get("type") for o in options]
     if sorted(map(str, types)) == ["integer", "string"] and all(len(o) == 1 for o in options):
         return _ref(INT_OR_STRING)
+    if sorted(map(str, types)) == ["integer", "number"]:
+        return {"type": "number"}
     if types and all(t == "string" for t in types):
         # Secret data: raw bytes or text, base64 on the wire.
         return {"format": "byte", "type": "string"}
     return {"anyOf": options}
 
 
-def _special_field(schema: Obj, field: tuple[str, str]) -> Obj:
-    if schema.get("type") == "string" and schema.get("format") == "date-time":
-        name = MICRO_TIME if field in _MICRO_TIME_FIELDS else TIME
-        return _wrapped(name, {k: v for k, v in schema.items() if k not in ("type", "format")})
-    if field in _QUANTITY_FIELDS:
-        if schema.get("type") == "object":
-            return {**schema, "additionalProperties": _ref(QUANTITY)}
-        return _wrapped(QUANTITY, {k: v for k, v in schema.items() if k != "type"})
-    return schema
+def _with_facts(node: Obj, facts: Obj) -> Obj:
+    """A converted property with upstream's facts on it: a reference where the client has a plain value (a
+    quantity, a micro-time), formats and extensions, and the same for its items and values."""
+    if "ref" in facts:
+        described = facts.get("described", True)
+        node = _wrapped(facts["ref"], {k: v for k, v in node.items() if k == "description" and described})
+    for key, value in facts.items():
+        if key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                node[key] = _with_facts(node[key], value)
+        elif key not in ("ref", "described"):
+            node[key] = value
+    return node
 
 
 def _convert_model(model: str, schema: Obj) -> Obj:
+    facts = _facts().get(definition_name(model), {})
+    known = facts.get("properties", {})
     converted: Obj = {}
     for key, value in schema.items():
         if key in ("title", "$defs") or (key == "additionalProperties" and value is False):
             continue
         if key == "properties":
-            converted[key] = {name: _convert(prop, (model, name)) for name, prop in value.items()}
+            converted[key] = {
+                name: _with_facts(_convert(p), known.get(name, {})) for name, p in value.items()
+            }
         else:
             converted[key] = _description(value) if key == "description" else _convert(value)
+    converted.update({k: v for k, v in facts.items() if k not in _MODEL_ONLY})
     return converted
 
 
@@ -342,57 +228,14 @@ def _target(schemas: Obj, node: Obj) -> Obj:
     return node
 
 
-def _annotate_lists(schemas: Obj, rtype: ResourceType, node: Obj, path: str, seen: frozenset[int]) -> None:
-    """Mark the lists under ``node`` that strategic merge patches by key or as a set.
-
-    Walks the kind's schema along dotted paths (``[]`` steps into list items), the form ``list_strategy`` reads;
-    ``seen`` stops at definitions already on the way down (JSONSchemaProps refers to itself).
-    """
-    target = _target(schemas, node)
-    if id(target) in seen:
-        return
-    seen = seen | {id(target)}
-    for name, prop in (target.get("properties") or {}).items():
-        if not isinstance(prop, dict):
-            continue
-        child = f"{path}.{name}" if path else name
-        if prop.get("type") != "array":
-            _annotate_lists(schemas, rtype, prop, child, seen)
-            continue
-        strategy = list_strategy(rtype.group, rtype.kind, child)
-        if strategy is not None:
-            prop["x-kubernetes-patch-strategy"] = "merge"
-            if strategy == PRIMITIVE_SET:
-                prop["x-kubernetes-list-type"] = "set"
-            else:
-                prop["x-kubernetes-patch-merge-key"] = strategy
-        if isinstance(prop.get("items"), dict):
-            _annotate_lists(schemas, rtype, prop["items"], f"{child}[]", seen)
-
-
-def _annotate_structure(schemas: Obj) -> None:
-    """Publish what server-side apply reads beyond the strategic-merge annotations, as upstream does: each merging
-    list's type and keys (and their defaults), atomic structs and maps."""
-    for name, definition in schemas.items():
-        if name in structure.ATOMIC_TYPES:
-            definition["x-kubernetes-map-type"] = "atomic"
-        for field, prop in (definition.get("properties") or {}).items():
-            if not isinstance(prop, dict):
-                continue
-            if (name, field) in structure.ATOMIC_FIELDS:
-                prop["x-kubernetes-map-type"] = "atomic"
-            if prop.get("type") != "array":
-                continue
-            list_type, keys = structure.LIST_TYPES.get((name, field), (None, ()))
-            merge_key = prop.get("x-kubernetes-patch-merge-key")
-            if list_type is None and isinstance(merge_key, str):
-                list_type, keys = "map", (merge_key,)
-            if list_type is None:
-                continue
-            prop["x-kubernetes-list-type"] = list_type
+def _default_list_keys(schemas: Obj) -> None:
+    """Give the key fields of keyed lists' items a default, which server-side apply keys an item without them by:
+    its zero value unless upstream says."""
+    for definition in schemas.values():
+        for prop in (definition.get("properties") or {}).values():
+            keys = prop.get("x-kubernetes-list-map-keys") if isinstance(prop, dict) else None
             if keys:
-                prop["x-kubernetes-list-map-keys"] = list(keys)
-                _default_keys(schemas, prop, keys)
+                _default_keys(schemas, prop, tuple(keys))
 
 
 def _default_keys(schemas: Obj, prop: Obj, keys: tuple[str, ...]) -> None:
@@ -409,37 +252,25 @@ def _default_keys(schemas: Obj, prop: Obj, keys: tuple[str, ...]) -> None:
             field["default"] = default
 
 
-def _merge_annotations(old: Any, new: Any) -> Any:
-    """Two renderings of a shared definition: the same schema, each annotated along its own kind's paths."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        merged = dict(old)
-        for key, value in new.items():
-            merged[key] = _merge_annotations(old[key], value) if key in old else value
-        return merged
-    return old
-
-
 def _add(schemas: Obj, additions: Obj) -> None:
+    """Definitions another kind may have added already, each the same whichever kind needs it."""
     for key, value in additions.items():
-        existing = schemas.get(key)
-        schemas[key] = value if existing is None else _merge_annotations(existing, value)
+        schemas.setdefault(key, value)
 
 
 def _builtin_definitions(rtype: ResourceType, model: str, schemas: Obj) -> tuple[str, str]:
     """Add a built-in kind's definitions and its list's to ``schemas``; (kind name, list name)."""
     name = definition_name(model)
     kind_schemas = json.loads(_model_definitions(model))
-    _annotate_lists(kind_schemas, rtype, kind_schemas[name], "", frozenset())
-    _annotate_structure(kind_schemas)
-    kind_schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
+    _default_list_keys(kind_schemas)
     _add(schemas, kind_schemas)
+    schemas[name]["x-kubernetes-group-version-kind"] = [_gvk(rtype)]
     list_model = f"{model}List"
     if not _has_model(list_model):
         return name, name
-    list_schemas = json.loads(_model_definitions(list_model))
     list_name = definition_name(list_model)
-    list_schemas[list_name]["x-kubernetes-group-version-kind"] = [_gvk(rtype, rtype.list_kind)]
-    _add(schemas, list_schemas)
+    _add(schemas, json.loads(_model_definitions(list_model)))
+    schemas[list_name]["x-kubernetes-group-version-kind"] = [_gvk(rtype, rtype.list_kind)]
     return name, list_name
 
 
@@ -493,8 +324,8 @@ def _definitions_for(rtype: ResourceType, schemas: Obj) -> tuple[str, str]:
 def _structure(signature: tuple[ResourceType, str]) -> structure.Node:
     schemas: Obj = {}
     name, _ = _definitions_for(signature[0], schemas)
-    for scalar, definition in _SCALAR_DEFINITIONS.items():
-        schemas.setdefault(scalar, definition)
+    for scalar, definition in _scalar_definitions().items():
+        schemas.setdefault(scalar, copy.deepcopy(definition))
     return structure.Schema(schemas).root(name)
 
 
@@ -549,6 +380,8 @@ _LIST: Final = (
     _query("timeoutSeconds", "integer", "End the list or watch after this many seconds."),
     _query("watch", "boolean", "Stream changes instead of listing."),
 )
+_WATCH_ONLY: Final = ("allowWatchBookmarks", "watch")
+_RESOURCE_VERSION: Final = _query("resourceVersion", "string", "Which version of the object to read.")
 _DELETE: Final = (
     _DRY_RUN,
     _query("gracePeriodSeconds", "integer", "Seconds before the object is deleted; 0 deletes at once."),
@@ -564,9 +397,16 @@ _LOG: Final = (
     _query("tailLines", "integer", "Only this many lines from the end."),
     _query("timestamps", "boolean", "Prefix every line with its RFC 3339 timestamp."),
 )
-# Custom resources take no strategic merge patch upstream: it needs patch metadata their schemas lack.
-_PATCH_TYPES: Final = ("application/json-patch+json", "application/merge-patch+json")
+# Server-side apply, JSON and merge patches; custom resources take no strategic merge patch upstream: it needs
+# patch metadata their schemas lack.
+_PATCH_TYPES: Final = (
+    "application/apply-patch+yaml",
+    "application/json-patch+json",
+    "application/merge-patch+json",
+)
 _STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
+# What custom resources' creates, replaces and deletes take, by name (built-in kinds say */*).
+_CUSTOM_BODIES: Final = ("application/json", "application/yaml")
 
 _OK: Final = (("200", "OK"),)
 _CREATED: Final = (("200", "OK"), ("201", "Created"), ("202", "Accepted"))
@@ -587,27 +427,49 @@ class _Op:
     body: str | None = None  # the request body's definition, _KIND, or _PATCH
     responses: tuple[tuple[str, str], ...] = _OK
     response: str = _KIND  # the answer's definition, _KIND, _LIST_KIND or _TEXT
+    collection: bool = False  # the operationId says Collection after the group version
 
 
-def _collection_ops(kind: str) -> dict[str, _Op]:
-    return {
+def _collection_ops(rtype: ResourceType) -> dict[str, _Op]:
+    kind = rtype.kind
+    ops = {
         "get": _Op("list", "list", f"list or watch objects of kind {kind}", _LIST, response=_LIST_KIND),
         "post": _Op("post", "create", f"create a {kind}", _WRITE, _KIND, _CREATED),
-        "delete": _Op(
+    }
+    if "deletecollection" in rtype.verbs and is_custom(rtype):
+        # apiextensions-apiserver's layout: the list's parameters, no body.
+        ops["delete"] = _Op(
             "deletecollection",
-            "deleteCollection",
+            "delete",
             f"delete collection of {kind}",
-            (*_DELETE, *_LIST),
+            _LIST,
+            response=_STATUS,
+            collection=True,
+        )
+    elif "deletecollection" in rtype.verbs:
+        chosen = (*_DELETE, *(p for p in _LIST if p["name"] not in _WATCH_ONLY))
+        ops["delete"] = _Op(
+            "deletecollection",
+            "delete",
+            f"delete collection of {kind}",
+            tuple(sorted(chosen, key=lambda p: str(p["name"]))),
             _DELETE_OPTIONS,
             response=_STATUS,
-        ),
-    }
+            collection=True,
+        )
+    return ops
 
 
-def _object_ops(what: str, deletable: bool) -> dict[str, _Op]:
+def is_custom(rtype: ResourceType) -> bool:
+    """A kind a CRD defines: its documents are laid out as apiextensions-apiserver lays them out."""
+    return rtype.schema is not None or rtype.model is None
+
+
+def _object_ops(rtype: ResourceType, what: str, deletable: bool) -> dict[str, _Op]:
     """Operations on one object or on one of its subresources (``what`` says which, for descriptions)."""
+    read = (_RESOURCE_VERSION,) if is_custom(rtype) else ()
     ops = {
-        "get": _Op("get", "read", f"read {what}"),
+        "get": _Op("get", "read", f"read {what}", read),
         "put": _Op("put", "replace", f"replace {what}", _WRITE, _KIND, _REPLACED),
         "patch": _Op("patch", "patch", f"partially update {what}", (*_WRITE, _FORCE), _PATCH, _REPLACED),
     }
@@ -617,10 +479,20 @@ def _object_ops(what: str, deletable: bool) -> dict[str, _Op]:
 
 
 def _group_prefix(rtype: ResourceType) -> str:
-    """``Core``, ``Batch``, ``Coordination``, ``ExampleCom``: how upstream names a group in operationIds."""
-    if not rtype.group:
+    return _group_name(rtype.group)
+
+
+def _group_name(group: str) -> str:
+    """``Core``, ``Batch``, ``RbacAuthorization``, ``ExampleCom``: how upstream names a group in operationIds."""
+    if not group:
         return "Core"
-    return "".join(label.capitalize() for label in rtype.group.removesuffix(".k8s.io").split("."))
+    return "".join(label.capitalize() for label in group.removesuffix(".k8s.io").split("."))
+
+
+def _tag(group: str) -> str:
+    """The group in operations' tags: ``core``, ``batch``, ``rbacAuthorization``."""
+    name = _group_name(group)
+    return name[0].lower() + name[1:]
 
 
 def _content(ref: str) -> Obj:
@@ -637,7 +509,7 @@ def _operation(rtype: ResourceType, op: _Op, refs: dict[str, str], operation_id:
         "description": op.description,
         "operationId": operation_id,
         "responses": responses,
-        "tags": [f"{_group_prefix(rtype).lower()}_{rtype.version}"],
+        "tags": [f"{_tag(rtype.group)}_{rtype.version}"],
         "x-kubernetes-action": op.action,
         # An object here, a list on schemas: kubectl's fieldValidation check reads it this way.
         "x-kubernetes-group-version-kind": _gvk(rtype),
@@ -649,8 +521,34 @@ def _operation(rtype: ResourceType, op: _Op, refs: dict[str, str], operation_id:
         operation["requestBody"] = {"content": {t: {"schema": _ref(_PATCH)} for t in types}, "required": True}
     elif op.body is not None:
         schema = _ref(refs.get(op.body, op.body))
-        operation["requestBody"] = {"content": {"*/*": {"schema": schema}}, "required": op.body == _KIND}
+        media = _CUSTOM_BODIES if is_custom(rtype) else ("*/*",)
+        operation["requestBody"] = {
+            "content": {m: {"schema": schema} for m in media},
+            "required": op.body == _KIND,
+        }
     return operation
+
+
+def _group_version_root(rtype: ResourceType) -> str:
+    return f"/apis/{rtype.group}/{rtype.version}/" if rtype.group else f"/api/{rtype.version}/"
+
+
+def _resources_path_item(rtype: ResourceType) -> Obj:
+    """The group version's own path: its discovery document (APIResourceList)."""
+    responses = {
+        "200": {"content": _content(_RESOURCE_LIST), "description": "OK"},
+        "401": {"description": "Unauthorized"},
+    }
+    operation_id = f"get{_group_prefix(rtype)}{rtype.version.capitalize()}APIResources"
+    tags = [f"{_tag(rtype.group)}_{rtype.version}"]
+    return {
+        "get": {
+            "description": "get available resources",
+            "operationId": operation_id,
+            "responses": responses,
+            "tags": tags,
+        }
+    }
 
 
 def _path_item(
@@ -661,13 +559,24 @@ def _path_item(
     scope: str,
     suffix: str,
 ) -> Obj:
-    item: Obj = {"parameters": [dict(p) for p in parameters]}
+    item: Obj = {}
     for method, op in ops.items():
-        operation_id = (
-            f"{op.verb}{_group_prefix(rtype)}{rtype.version.capitalize()}{scope}{rtype.kind}{suffix}"
-        )
+        collection = "Collection" if op.collection else ""
+        group_version = f"{_group_prefix(rtype)}{rtype.version.capitalize()}"
+        operation_id = f"{op.verb}{group_version}{collection}{scope}{rtype.kind}{suffix}"
         item[method] = _operation(rtype, op, refs, operation_id)
-    return item
+    # As upstream lays a path out: the parameters every operation takes are the path's.
+    shared = [p for p in item[next(iter(ops))].get("parameters", []) if _in_every(p, item.values())]
+    for operation in item.values():
+        kept = [p for p in operation.pop("parameters", []) if p not in shared]
+        if kept:
+            operation["parameters"] = kept
+    every = sorted([*(dict(p) for p in parameters), *shared], key=lambda p: str(p["name"]))
+    return {"parameters": every, **item}
+
+
+def _in_every(parameter: Obj, operations: Iterable[Obj]) -> bool:
+    return all(parameter in operation.get("parameters", []) for operation in operations)
 
 
 def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
@@ -679,20 +588,22 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
     item = f"{collection}/{{name}}"
     named = [_NAME, *scoped, _PRETTY]
     if rtype.verbs == CREATE_ONLY:
-        create = {"post": _collection_ops(rtype.kind)["post"]}
+        create = {"post": _collection_ops(rtype)["post"]}
         return {collection: _path_item(rtype, create, [*scoped, _PRETTY], refs, scope, "")}
     paths: Obj = {
-        collection: _path_item(rtype, _collection_ops(rtype.kind), [*scoped, _PRETTY], refs, scope, ""),
-        item: _path_item(rtype, _object_ops(f"the specified {rtype.kind}", True), named, refs, scope, ""),
+        collection: _path_item(rtype, _collection_ops(rtype), [*scoped, _PRETTY], refs, scope, ""),
+        item: _path_item(
+            rtype, _object_ops(rtype, f"the specified {rtype.kind}", True), named, refs, scope, ""
+        ),
     }
     if rtype.namespaced:
-        every = {"get": _collection_ops(rtype.kind)["get"]}
+        every = {"get": _collection_ops(rtype)["get"]}
         paths[rtype.path()] = _path_item(rtype, every, [_PRETTY], refs, "", "ForAllNamespaces")
     for sub in rtype.subresources:
         if sub == "log":
             ops = {"get": _Op("get", "read", f"read log of the specified {rtype.kind}", _LOG, response=_TEXT)}
         else:
-            ops = _object_ops(f"{sub} of the specified {rtype.kind}", deletable=False)
+            ops = _object_ops(rtype, f"{sub} of the specified {rtype.kind}", deletable=False)
         paths[f"{item}/{sub}"] = _path_item(rtype, ops, named, refs, scope, sub.capitalize())
     return paths
 
@@ -731,13 +642,25 @@ SECURITY_SCHEMES: Final[Obj] = {
 def _components_json(signature: Signature) -> str:
     schemas: Obj = {}
     paths: Obj = {}
+    roots: dict[tuple[str, str], ResourceType] = {}
     for rtype, _ in signature:
         kind_ref, list_ref = _definitions_for(rtype, schemas)
         paths.update(_paths(rtype, kind_ref, list_ref))
-    _add(schemas, json.loads(_model_definitions("V1Status")))
-    _add(schemas, json.loads(_model_definitions("V1DeleteOptions")))
+        if not is_custom(rtype):
+            roots.setdefault((rtype.group, rtype.version), rtype)
+    for rtype in roots.values():
+        paths[_group_version_root(rtype)] = _resources_path_item(rtype)
+    for model in ("V1Status", "V1DeleteOptions", "V1APIResourceList"):
+        _add(schemas, json.loads(_model_definitions(model)))
+    # Every group version with a delete takes DeleteOptions in its own version too.
+    deleting = sorted({(t.group, t.version) for t, _ in signature if t.group and "delete" in t.verbs})
+    schemas[_DELETE_OPTIONS]["x-kubernetes-group-version-kind"] = [
+        {"group": group, "kind": "DeleteOptions", "version": version}
+        for group, version in [("", "v1"), *deleting]
+    ]
+    _tag_meta_kinds(schemas)
     used = json.dumps([schemas, paths])
-    for name, definition in _SCALAR_DEFINITIONS.items():
+    for name, definition in _scalar_definitions().items():
         if f'"{_REF}{name}"' in used:
             schemas[name] = copy.deepcopy(definition)
     return json.dumps([dict(sorted(schemas.items())), dict(sorted(paths.items()))])
@@ -752,9 +675,10 @@ def components(types: Iterable[ResourceType]) -> tuple[Obj, Obj]:
 @functools.lru_cache(maxsize=64)
 def _render(signature: Signature) -> Rendered:
     schemas, paths = json.loads(_components_json(signature))
+    custom = all(is_custom(rtype) for rtype, _ in signature)
     document = {
         "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
-        "info": {"title": "Kubernetes", "version": "unversioned"},
+        "info": _CUSTOM_INFO if custom else {"title": "Kubernetes", "version": INFO_VERSION},
         "openapi": "3.0.0",
         "paths": paths,
     }
@@ -762,8 +686,94 @@ def _render(signature: Signature) -> Rendered:
     return Rendered(body, hashlib.sha512(body).hexdigest().upper())
 
 
+def _tag_meta_kinds(schemas: Obj) -> None:
+    """The meta.k8s.io kinds a server answers with carry their kind (in the core group), as upstream's do."""
+    for name in _META_KINDS:
+        if name in schemas:
+            kind = name.rsplit(".", 1)[1]
+            schemas[name]["x-kubernetes-group-version-kind"] = [{"group": "", "kind": kind, "version": "v1"}]
+
+
 def _group_version_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+@functools.lru_cache(maxsize=64)
+def _discovery_json(path: str) -> str:
+    """(schemas, paths) of ``api``, ``apis`` or ``apis/{group}``: the one operation that answers discovery there."""
+    if path == "api":
+        what, operation_id, tag, model = (
+            "get available API versions",
+            "getCoreAPIVersions",
+            "core",
+            "V1APIVersions",
+        )
+    elif path == "apis":
+        what, operation_id, tag, model = (
+            "get available API versions",
+            "getAPIVersions",
+            "apis",
+            "V1APIGroupList",
+        )
+    else:
+        group = path.removeprefix("apis/")
+        what, operation_id, tag = (
+            "get information of a group",
+            f"get{_group_name(group)}APIGroup",
+            _tag(group),
+        )
+        model = "V1APIGroup"
+    responses = {
+        "200": {"content": _content(definition_name(model)), "description": "OK"},
+        "401": {"description": "Unauthorized"},
+    }
+    operation = {"description": what, "operationId": operation_id, "responses": responses, "tags": [tag]}
+    schemas = json.loads(_model_definitions(model))
+    _tag_meta_kinds(schemas)
+    return json.dumps([schemas, {f"/{path}/": {"get": operation}}])
+
+
+def discovery_components(types: Iterable[ResourceType]) -> tuple[Obj, Obj]:
+    """(schemas, paths) of every discovery document of ``types``' roots and groups, for the v2 document."""
+    schemas: Obj = {}
+    paths: Obj = {}
+    for path in _discovery_paths(list(types)):
+        more_schemas, more_paths = json.loads(_discovery_json(path))
+        schemas.update(more_schemas)
+        paths.update(more_paths)
+    return schemas, paths
+
+
+@functools.lru_cache(maxsize=64)
+def _render_discovery(path: str) -> Rendered:
+    schemas, paths = json.loads(_discovery_json(path))
+    document = {
+        "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
+        "info": {"title": "Kubernetes", "version": INFO_VERSION},
+        "openapi": "3.0.0",
+        "paths": paths,
+    }
+    body = json.dumps(document, separators=(",", ":")).encode()
+    return Rendered(body, hashlib.sha512(body).hexdigest().upper())
+
+
+def _discovery_paths(types: list[ResourceType]) -> list[str]:
+    """The discovery documents the index lists: the roots', and each built-in group's (CRDs' groups have none)."""
+    found = ["apis"]
+    if any(not t.group for t in types):
+        found.append("api")
+    found += sorted({f"apis/{t.group}" for t in types if t.group and not is_custom(t)})
+    return found
+
+
+def _rendered_at(types: list[ResourceType], path: str) -> Rendered | None:
+    """The document the index lists at ``path``; None when there is none."""
+    parts = path.split("/")
+    if parts[0] == "api" and len(parts) == 2:
+        return rendered_document(types, "", parts[1])
+    if parts[0] == "apis" and len(parts) == 3:
+        return rendered_document(types, parts[1], parts[2])
+    return _render_discovery(path) if path in _discovery_paths(types) else None
 
 
 def rendered_document(types: Iterable[ResourceType], group: str, version: str) -> Rendered | None:
@@ -790,13 +800,15 @@ def openapi_v3_index(types: Iterable[ResourceType]) -> Obj:
 
     kubectl caches documents by that URL, so the URL changes whenever the document does.
     """
+    listed = list(types)
     by_path: dict[str, list[ResourceType]] = {}
-    for rtype in types:
+    for rtype in listed:
         by_path.setdefault(_group_version_path(rtype.group, rtype.version), []).append(rtype)
+    etags = {path: _render(signature(selected)).etag for path, selected in by_path.items()}
+    etags.update({path: _render_discovery(path).etag for path in _discovery_paths(listed)})
     return {
         "paths": {
-            path: {"serverRelativeURL": server_relative_url(path, _render(signature(selected)).etag)}
-            for path, selected in sorted(by_path.items())
+            path: {"serverRelativeURL": server_relative_url(path, etags[path])} for path in sorted(etags)
         }
     }
 
@@ -847,14 +859,7 @@ def openapi_v3_reply(
         etag = hashlib.sha512(body).hexdigest().upper()
         headers = {"Content-Type": "application/json", "ETag": f'"{etag}"'}
         return Reply(304, headers) if matches_etag(if_none_match, etag) else Reply(200, headers, body)
-    parts = path.split("/")
-    if parts[0] == "api" and len(parts) == 2:
-        group, version = "", parts[1]
-    elif parts[0] == "apis" and len(parts) == 3:
-        group, version = parts[1], parts[2]
-    else:
-        return None
-    rendered = rendered_document(listed, group, version)
+    rendered = _rendered_at(listed, path)
     if rendered is None:
         return None
     if not _accepts_json(accept):

@@ -36,6 +36,8 @@ _PRESERVE_UNKNOWN: Final = "x-kubernetes-preserve-unknown-fields"
 # The v2 type of the definitions whose v3 schema is a oneOf, as their Go types declare it (OpenAPISchemaType).
 _V2_TYPES: Final = {openapi.INT_OR_STRING: "string", openapi.QUANTITY: "string"}
 _TEXT: Final = "text/plain"
+_CUSTOM_CONSUMES: Final = ("application/json", "application/yaml")
+_DISCOVERY_CONSUMES: Final = ("application/json", "application/vnd.kubernetes.protobuf", "application/yaml")
 
 
 # --- schemas ----------------------------------------------------------------------------------------------------
@@ -107,7 +109,7 @@ def _definitions(schemas: Obj, types: list[ResourceType]) -> Obj:
         if name in definitions:
             definitions[name]["type"] = v2_type
     for rtype in types:
-        if rtype.schema is None and rtype.model is not None:
+        if not openapi.is_custom(rtype):
             continue
         name = openapi.crd_definition_name(rtype.group, rtype.version, rtype.kind)
         gvk = definitions[name]["x-kubernetes-group-version-kind"]
@@ -128,11 +130,18 @@ def _parameter(parameter: Obj) -> Obj:
     return {**parameter.get("schema", {}), **out}
 
 
-def _operation(operation: Obj) -> Obj:
+def _operation(operation: Obj, custom_groups: frozenset[str]) -> Obj:
     out: Obj = {"description": operation["description"]}
     body = operation.get("requestBody")
-    content = body["content"] if body else {"*/*": {}}
-    out["consumes"] = list(content)
+    group = operation.get("x-kubernetes-group-version-kind", {}).get("group")
+    # What upstream's routes declare they take, body or not: discovery's (no action) its encodings,
+    # apiextensions-apiserver's custom resources JSON and YAML, the rest anything.
+    if "x-kubernetes-action" not in operation:
+        default: tuple[str, ...] = _DISCOVERY_CONSUMES
+    else:
+        default = _CUSTOM_CONSUMES if group in custom_groups else ("*/*",)
+    content = body["content"] if body else {}
+    out["consumes"] = list(content) or list(default)
     produced = {t for r in operation["responses"].values() for t in r.get("content", {})}
     out["produces"] = sorted(produced) or [JSON]
     out["schemes"] = ["https"]
@@ -159,12 +168,14 @@ def _response(response: Obj) -> Obj:
     return out
 
 
-def _paths(paths: Obj) -> Obj:
+def _paths(paths: Obj, custom_groups: frozenset[str]) -> Obj:
     converted: Obj = {}
     for path, item in paths.items():
         out: Obj = {}
         for key, value in item.items():
-            out[key] = [_parameter(p) for p in value] if key == "parameters" else _operation(value)
+            out[key] = (
+                [_parameter(p) for p in value] if key == "parameters" else _operation(value, custom_groups)
+            )
         converted[path] = out
     return converted
 
@@ -176,11 +187,13 @@ def swagger(types: Iterable[ResourceType]) -> Obj:
     """The v2 document of ``types``."""
     listed = list(types)
     schemas, paths = openapi.components(listed)
-    version = discovery.version_info()
+    discovery_schemas, discovery_paths = openapi.discovery_components(listed)
+    schemas = dict(sorted({**discovery_schemas, **schemas}.items()))
+    paths = dict(sorted({**paths, **discovery_paths}.items()))
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": f"{version['major']}.{version['minor']}"},
-        "paths": _paths(paths),
+        "info": {"title": "Kubernetes", "version": openapi.INFO_VERSION},
+        "paths": _paths(paths, frozenset(t.group for t in listed if openapi.is_custom(t))),
         "definitions": _definitions(schemas, listed),
         "securityDefinitions": openapi.SECURITY_SCHEMES,
         "security": [{name: []} for name in openapi.SECURITY_SCHEMES],

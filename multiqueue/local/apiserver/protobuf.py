@@ -106,7 +106,7 @@ def read_object(data: bytes, api_version: str, kind: str) -> dict[str, Any]:
         actual_version, actual_kind, raw = envelope(data)
     except DecodeError as exc:
         raise DecodeError(
-            f"the object provided is unrecognized (must be of type {kind}): {exc} ({_summary(data)})"
+            f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize(data)})"
         ) from exc
     if not actual_kind:
         actual_kind = kind
@@ -141,7 +141,7 @@ def read_delete_options(data: bytes) -> dict[str, Any]:
     return {"apiVersion": api_version or "meta.k8s.io/v1", "kind": "DeleteOptions", **to_json(name, raw)}
 
 
-def _summary(data: bytes) -> str:
+def summarize(data: bytes) -> str:
     """The start of a body as Go's handlers quote it in errors: JSON as text, anything else in hex."""
     if not data:
         return "<empty>"

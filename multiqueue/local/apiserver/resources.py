@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any, Final
 
 ALL_VERBS: Final = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# Namespaces are deleted one by one (upstream serves no deletecollection for them).
+NAMESPACE_VERBS: Final = tuple(v for v in ALL_VERBS if v != "deletecollection")
 # Kinds a client creates to ask a question (reviews): answered, never stored.
 CREATE_ONLY: Final = ("create",)
 
@@ -56,7 +58,17 @@ class ResourceType:
 
 BUILTIN: Final = (
     ResourceType(
-        "", "v1", "Namespace", "namespaces", "namespace", False, ("ns",), (), ("status",), model="V1Namespace"
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        "namespace",
+        False,
+        ("ns",),
+        (),
+        ("status",),
+        NAMESPACE_VERBS,
+        model="V1Namespace",
     ),
     ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("all",), ("status", "log"), model="V1Pod"),
     ResourceType("", "v1", "Event", "events", "event", True, ("ev",), model="CoreV1Event"),

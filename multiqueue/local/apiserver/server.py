@@ -210,6 +210,8 @@ class ApiServer:
         if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
             return await self._openapi(request, path.removeprefix("/openapi/v3"))
         parts = [p for p in path.split("/") if p]
+        if parts[0] == "apis" and len(parts) == 2:
+            return self._api_group(parts[1])
         if parts[0] == "api" and len(parts) == 2:
             return self._resource_list("", parts[1])
         if parts[0] == "apis" and len(parts) == 3:
@@ -242,6 +244,12 @@ class ApiServer:
             body=json.dumps(body, separators=(",", ":")).encode(),
             headers={"Content-Type": content_type, "Vary": "Accept"},
         )
+
+    def _api_group(self, group: str) -> web.Response:
+        body = discovery.api_group(list(self.registry), group)
+        if body is None:
+            raise ApiError(errors.status(404, "NotFound", "the server could not find the requested resource"))
+        return _json(body)
 
     def _resource_list(self, group: str, version: str) -> web.Response:
         body = discovery.api_resource_list(list(self.registry), group, version)
@@ -600,7 +608,7 @@ async def _object_body(request: web.Request, rtype: ResourceType, options_kind: 
 
 
 async def _body(request: web.Request, rtype: ResourceType) -> Any:
-    """The object a create, an update or a review sends: JSON, or protobuf for a built-in kind."""
+    """The object a create, an update or a review sends: JSON, YAML, or protobuf for a built-in kind."""
     raw = await _raw_body(request)
     decoding.check_body(rtype, request.headers.get("Content-Type", ""), raw)
     if _media_type(request) == protobuf.MEDIA_TYPE:
@@ -611,7 +619,11 @@ async def _body(request: web.Request, rtype: ResourceType) -> Any:
             return protobuf.read_object(raw, rtype.api_version, rtype.kind)
         except protobuf.DecodeError as exc:
             raise ApiError(errors.bad_request_status(str(exc))) from exc
-    body = _json_body(request, raw)
+    body = (
+        decoding.read_yaml(raw, rtype.kind)
+        if _media_type(request) == decoding.YAML
+        else _json_body(request, raw)
+    )
     if body is None:
         raise ApiError(errors.bad_request_status("the request body is empty"))
     return body
@@ -624,13 +636,15 @@ async def _patch_body(request: web.Request) -> Any:
 
 
 async def _optional_body(request: web.Request) -> Any:
-    """The DeleteOptions a delete may send, in JSON or protobuf; None when it sends none."""
+    """The DeleteOptions a delete may send, in JSON, YAML or protobuf; None when it sends none."""
     raw = await _raw_body(request)
     if _media_type(request) == protobuf.MEDIA_TYPE and raw:
         try:
             return protobuf.read_delete_options(raw)
         except protobuf.DecodeError as exc:
             raise ApiError(errors.bad_request_status(str(exc))) from exc
+    if _media_type(request) == decoding.YAML and raw.strip():
+        return decoding.read_yaml(raw, "DeleteOptions")
     return _json_body(request, raw)
 
 

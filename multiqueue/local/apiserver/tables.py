@@ -454,9 +454,15 @@ def _node_cells(node: Obj, now: datetime) -> list[Any]:
         address("InternalIP"),
         address("ExternalIP"),
         info.get("osImage") or "<unknown>",
-        info.get("kernelVersion") or "<unknown>",
+        _kernel(info),
         info.get("containerRuntimeVersion") or "<unknown>",
     ]
+
+
+def _kernel(info: Obj) -> str:
+    """KERNEL-VERSION, with the architecture after it when the node says which."""
+    kernel = str(info.get("kernelVersion") or "<unknown>")
+    return f"{kernel} ({info['architecture']})" if info.get("architecture") else kernel
 
 
 def _node_printer() -> Printer:
@@ -523,6 +529,188 @@ def _event_printer() -> Printer:
     return Printer(columns, _event_cells)
 
 
+def _format_labels(labels: Any) -> str:
+    """A map of labels as upstream prints one: ``k=v`` sorted by key, comma-separated; "<none>" when empty."""
+    pairs = sorted(as_dict(labels).items())
+    return ",".join(f"{key}={value}" for key, value in pairs) or "<none>"
+
+
+def _service_external_ip(spec: Obj, status: Obj) -> str:
+    """EXTERNAL-IP by the Service's type: its externalIPs, a load balancer's addresses, or the external name."""
+    external = [str(ip) for ip in as_list(spec.get("externalIPs"))]
+    kind = spec.get("type")
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if kind == "LoadBalancer":
+        ingress = [as_dict(i) for i in as_list(as_dict(status.get("loadBalancer")).get("ingress"))]
+        balancers = sorted(
+            {str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")}
+        )
+        return ",".join([*balancers, *external]) or "<pending>"
+    if kind == "ExternalName":
+        return str(spec.get("externalName") or "")
+    return "<unknown>"
+
+
+def _service_ports(spec: Obj) -> str:
+    pieces = []
+    for port in (as_dict(p) for p in as_list(spec.get("ports"))):
+        node_port = _int(port.get("nodePort"))
+        number = f"{_int(port.get('port'))}:{node_port}" if node_port > 0 else str(_int(port.get("port")))
+        pieces.append(f"{number}/{port.get('protocol') or ''}")
+    return ",".join(pieces) or "<none>"
+
+
+def _service_cells(service: Obj, now: datetime) -> list[Any]:
+    spec, status = as_dict(service.get("spec")), as_dict(service.get("status"))
+    cluster_ips = as_list(spec.get("clusterIPs"))
+    return [
+        _name(service),
+        str(spec.get("type") or ""),
+        str(cluster_ips[0]) if cluster_ips else "<none>",
+        _service_external_ip(spec, status),
+        _service_ports(spec),
+        _age(service, now),
+        _format_labels(spec.get("selector")),
+    ]
+
+
+def _service_printer() -> Printer:
+    columns = (
+        _name_column(),
+        Column("Type", "string", _doc("V1ServiceSpec", "type")),
+        Column("Cluster-IP", "string", _doc("V1ServiceSpec", "clusterIP")),
+        Column("External-IP", "string", _doc("V1ServiceSpec", "externalIPs")),
+        Column("Port(s)", "string", _doc("V1ServiceSpec", "ports")),
+        _age_column(),
+        Column("Selector", "string", _doc("V1ServiceSpec", "selector"), 1),
+    )
+    return Printer(columns, _service_cells)
+
+
+def _deployment_cells(deployment: Obj, now: datetime) -> list[Any]:
+    spec, status = as_dict(deployment.get("spec")), as_dict(deployment.get("status"))
+    names, images = _containers(as_dict(spec.get("template")).get("spec"))
+    desired = spec.get("replicas", 1)  # upstream's default, which it has always written by then
+    return [
+        _name(deployment),
+        f"{_int(status.get('readyReplicas'))}/{_int(desired)}",
+        _int(status.get("updatedReplicas")),
+        _int(status.get("availableReplicas")),
+        _age(deployment, now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+def _deployment_printer() -> Printer:
+    columns = (
+        _name_column(),
+        Column("Ready", "string", "Number of the pod with ready state"),
+        Column("Up-to-date", "string", _doc("V1DeploymentStatus", "updatedReplicas")),
+        Column("Available", "string", _doc("V1DeploymentStatus", "availableReplicas")),
+        _age_column(),
+        *_template_columns(_doc("V1DeploymentSpec", "selector")),
+    )
+    return Printer(columns, _deployment_cells)
+
+
+def _binding_printer(model: str, which: str) -> Printer:
+    """RoleBindings and ClusterRoleBindings: the role, and with -o wide the subjects by kind."""
+
+    def cells(binding: Obj, now: datetime) -> list[Any]:
+        role = as_dict(binding.get("roleRef"))
+        subjects = [as_dict(s) for s in as_list(binding.get("subjects"))]
+
+        def named(kind: str) -> str:
+            chosen = [s for s in subjects if s.get("kind") == kind]
+            if kind == "ServiceAccount":
+                return ", ".join(f"{s.get('namespace') or ''}/{s.get('name') or ''}" for s in chosen)
+            return ", ".join(str(s.get("name") or "") for s in chosen)
+
+        role_name = f"{role.get('kind') or ''}/{role.get('name') or ''}"
+        return [
+            _name(binding),
+            role_name,
+            _age(binding, now),
+            named("User"),
+            named("Group"),
+            named("ServiceAccount"),
+        ]
+
+    columns = (
+        _name_column(),
+        Column("Role", "string", _doc(model, "roleRef")),
+        _age_column(),
+        Column("Users", "string", f"Users in the {which}", 1),
+        Column("Groups", "string", f"Groups in the {which}", 1),
+        Column("ServiceAccounts", "string", f"ServiceAccounts in the {which}", 1),
+    )
+    return Printer(columns, cells)
+
+
+def _priority_class_cells(priority_class: Obj, now: datetime) -> list[Any]:
+    return [
+        _name(priority_class),
+        _int(priority_class.get("value")),
+        priority_class.get("globalDefault") is True,
+        _age(priority_class, now),
+        str(priority_class.get("preemptionPolicy") or ""),
+    ]
+
+
+def _priority_class_printer() -> Printer:
+    columns = (
+        _name_column(),
+        Column("Value", "integer", _doc("V1PriorityClass", "value")),
+        Column("Global-Default", "boolean", _doc("V1PriorityClass", "globalDefault")),
+        _age_column(),
+        Column("PreemptionPolicy", "string", _doc("V1PriorityClass", "preemptionPolicy")),
+    )
+    return Printer(columns, _priority_class_cells)
+
+
+def _created_at(obj: Obj) -> str:
+    created = parse_time(metadata(obj).get("creationTimestamp"))
+    return "" if created is None else created.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _crd_cells(crd: Obj, now: datetime) -> list[Any]:
+    spec = as_dict(crd.get("spec"))
+    versions = sorted(
+        f"{v.get('name')}(storage)" if v.get("storage") else str(v.get("name"))
+        for v in (as_dict(v) for v in as_list(spec.get("versions")))
+        if v.get("served")
+    )
+    names = as_dict(spec.get("names"))
+    established = find_condition(as_dict(crd.get("status")).get("conditions"), "Established")
+    return [
+        _name(crd),
+        str(spec.get("scope") or ""),
+        ",".join(versions),
+        _created_at(crd),
+        str(spec.get("group") or ""),
+        str(names.get("kind") or ""),
+        ",".join(str(n) for n in as_list(names.get("shortNames"))),
+        established is not None and established.get("status") == "True",
+    ]
+
+
+def _crd_printer() -> Printer:
+    columns = (
+        _name_column(),
+        Column("Scope", "string", "Cluster/Namespaced"),
+        Column("Versions", "string", "Served versions"),
+        Column("Created At", "date", _doc("V1ObjectMeta", "creationTimestamp")),
+        Column("Group", "string", "API group", 1),
+        Column("Kind", "string", "CustomResource kind", 1),
+        Column("ShortNames", "string", "Short names", 1),
+        Column("Established", "boolean", "Established status", 1),
+    )
+    return Printer(columns, _crd_cells)
+
+
 def _simple_printer(middle: tuple[Column, ...], cells: Callable[[Obj], list[Any]]) -> Printer:
     """NAME, the kind's own columns, AGE."""
     return Printer(
@@ -531,15 +719,10 @@ def _simple_printer(middle: tuple[Column, ...], cells: Callable[[Obj], list[Any]
 
 
 def _created_at_printer() -> Printer:
-    """What upstream's default table convertor prints, e.g. for CustomResourceDefinitions: NAME, CREATED AT."""
-
-    def cells(obj: Obj, now: datetime) -> list[Any]:
-        created = parse_time(metadata(obj).get("creationTimestamp"))
-        return [_name(obj), "" if created is None else created.strftime("%Y-%m-%dT%H:%M:%SZ")]
-
-    return Printer(
-        (_name_column(), Column("Created At", "date", _doc("V1ObjectMeta", "creationTimestamp"))), cells
-    )
+    """What upstream's default table convertor prints for kinds without a printer of their own (Roles,
+    ClusterRoles): NAME, CREATED AT."""
+    columns = (_name_column(), Column("Created At", "date", _doc("V1ObjectMeta", "creationTimestamp")))
+    return Printer(columns, lambda obj, now: [_name(obj), _created_at(obj)])
 
 
 @functools.cache
@@ -569,11 +752,16 @@ def _builtin_printers() -> dict[str, Printer]:
             ),
             lambda secret: [str(secret.get("type") or ""), len(as_dict(secret.get("data")))],
         ),
-        "serviceaccounts": _simple_printer(
-            (Column("Secrets", "string", _doc("V1ServiceAccount", "secrets")),),
-            lambda sa: [len(as_list(sa.get("secrets")))],
+        "services": _service_printer(),
+        "apps/deployments": _deployment_printer(),
+        "rbac.authorization.k8s.io/roles": _created_at_printer(),
+        "rbac.authorization.k8s.io/clusterroles": _created_at_printer(),
+        "rbac.authorization.k8s.io/rolebindings": _binding_printer("V1RoleBinding", "roleBinding"),
+        "rbac.authorization.k8s.io/clusterrolebindings": _binding_printer(
+            "V1ClusterRoleBinding", "clusterRoleBinding"
         ),
-        "apiextensions.k8s.io/customresourcedefinitions": _created_at_printer(),
+        "scheduling.k8s.io/priorityclasses": _priority_class_printer(),
+        "apiextensions.k8s.io/customresourcedefinitions": _crd_printer(),
     }
 
 
