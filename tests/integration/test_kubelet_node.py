@@ -323,20 +323,7 @@ async def test_container_logs_honour_tail_limit_timestamps_and_previous(
     await api.client.create(
         PODS, pod_body("lines", ["sh", "-c", "echo one; echo two; echo three"], node=NODE), "default"
     )
-    # An OnFailure pod whose first attempt failed an hour ago (so there is no back-off left), as the records of a
-    # kubelet that went down would show: the next attempt runs at once.
-    argv = ["sh", "-c", "echo second try"]
-    retried = await api.client.create(
-        PODS, pod_body("retried", argv, policy="OnFailure", node=NODE), "default"
-    )
-    records = containers.PodRecords(logs / "default" / "retried", retried["metadata"]["uid"])
-    records.begin(NODE, "default", "retried", "2025-01-01T00:00:00Z")
-    run_dir = records.container("main").start(1, "2025-01-01T00:00:00Z")
-    (run_dir / containers.LOG_START).write_text("0\n")
-    (logs / "default" / "retried" / "main.log").write_text("first try\n")
-    (run_dir / "exit").write_text("1\n")
-    hour_ago = (run_dir / "exit").stat().st_mtime - 3600
-    os.utime(run_dir / "exit", (hour_ago, hour_ago))
+    await _pod_that_failed_an_hour_ago(api, logs)
     before = dt.datetime.now(dt.UTC)
 
     async with kubelet(api, apiserver, logs) as running, https(running) as session:
@@ -479,19 +466,7 @@ async def test_pods_log_takes_kube_apiservers_options_and_reads_the_kubelets_log
     multi["spec"]["containers"].append({"name": "b", "image": "busybox", "command": ["sh", "-c", "echo b"]})
     multi["spec"]["initContainers"] = [{"name": "init", "image": "busybox", "command": ["echo", "init"]}]
     await api.client.create(PODS, multi, "default")
-    # Its first attempt failed an hour ago, as a restarted kubelet's records would show; the second one runs now.
-    argv = ["sh", "-c", "echo second try"]
-    retried = await api.client.create(
-        PODS, pod_body("retried", argv, policy="OnFailure", node=NODE), "default"
-    )
-    records = containers.PodRecords(logs / "default" / "retried", retried["metadata"]["uid"])
-    records.begin(NODE, "default", "retried", "2025-01-01T00:00:00Z")
-    run_dir = records.container("main").start(1, "2025-01-01T00:00:00Z")
-    (run_dir / containers.LOG_START).write_text("0\n")
-    (logs / "default" / "retried" / "main.log").write_text("first try\n")
-    (run_dir / "exit").write_text("1\n")
-    hour_ago = (run_dir / "exit").stat().st_mtime - 3600
-    os.utime(run_dir / "exit", (hour_ago, hour_ago))
+    await _pod_that_failed_an_hour_ago(api, logs)
 
     async with kubelet(api, apiserver, logs), through_api(apiserver) as session:
         await api.until(lambda: all(phase(api.pod(p)) == "Succeeded" for p in ("lines", "multi", "retried")))
@@ -567,3 +542,20 @@ async def test_a_pod_on_no_node_has_an_empty_log_and_one_on_a_missing_node_none(
         assert await read_log(session, "waiting") == (200, "")
         assert await read_log(session, "lost") == (404, 'pods "ghost" not found')
         assert await read_log(session, "absent") == (404, 'pods "absent" not found')
+
+
+async def _pod_that_failed_an_hour_ago(api: Api, logs: Path) -> None:
+    """An OnFailure pod ``retried`` whose first attempt failed an hour ago (so no back-off is left), as the records
+    of a kubelet that went down would show: its next attempt runs at once, printing "second try"."""
+    argv = ["sh", "-c", "echo second try"]
+    retried = await api.client.create(
+        PODS, pod_body("retried", argv, policy="OnFailure", node=NODE), "default"
+    )
+    records = containers.PodRecords(logs / "default" / "retried", retried["metadata"]["uid"])
+    records.begin(NODE, "default", "retried", "2025-01-01T00:00:00Z")
+    run_dir = records.container("main").start(1, "2025-01-01T00:00:00Z")
+    (run_dir / containers.LOG_START).write_text("0\n")
+    (logs / "default" / "retried" / "main.log").write_text("first try\n")
+    (run_dir / "exit").write_text("1\n")
+    hour_ago = (run_dir / "exit").stat().st_mtime - 3600
+    os.utime(run_dir / "exit", (hour_ago, hour_ago))

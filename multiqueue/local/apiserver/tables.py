@@ -12,15 +12,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any, Final
 
 import kubernetes.client.models as models
 
+from multiqueue.api.errors import go_float
 from multiqueue.api.meta import as_dict, as_list, find_condition, metadata, parse_time
 from multiqueue.api.selectors import SelectorError, label_selector_from_dict
 from multiqueue.api.types import Obj
@@ -851,29 +850,6 @@ def jsonpath_values(obj: Any, path: str) -> list[Any]:
     return current
 
 
-def _go_float(value: float) -> str:
-    """A float as Go's fmt prints it (``%v``): shortest digits, exponent form below 1e-4 and from 1e6."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    exact = Decimal(repr(abs(value))).normalize().as_tuple()
-    digits = "".join(map(str, exact.digits))
-    exponent = len(digits) - 1 + int(exact.exponent)
-    if exponent < -4 or exponent >= 6:
-        mantissa = digits[0] + (f".{digits[1:]}" if len(digits) > 1 else "")
-        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
-    point = exponent + 1
-    if point <= 0:
-        return f"{sign}0.{'0' * -point}{digits}"
-    if point >= len(digits):
-        return f"{sign}{digits}{'0' * (point - len(digits))}"
-    return f"{sign}{digits[:point]}.{digits[point:]}"
-
-
 def _jsonpath_text(value: Any) -> str | None:
     """A value as kubectl's JSONPath printing shows it: maps and lists as JSON, scalars as Go prints them."""
     if value is None:
@@ -881,7 +857,7 @@ def _jsonpath_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return _go_float(value)
+        return go_float(value)
     if isinstance(value, (dict, list)):
         text = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
