@@ -238,6 +238,11 @@ def conflict_status(resource: str, group: str, name: str, why: str) -> dict[str,
     return status(409, "Conflict", message, _details(name, group, resource))
 
 
+def forbidden_status(resource: str, group: str, name: str, why: str) -> dict[str, Any]:
+    what = f"{resource}.{group}" if group else resource
+    return status(403, "Forbidden", f'{what} "{name}" is forbidden: {why}', _details(name, group, resource))
+
+
 def gone_status(message: str) -> dict[str, Any]:
     return status(410, "Expired", message)
 

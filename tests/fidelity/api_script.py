@@ -534,6 +534,12 @@ def _namespace_steps() -> list[Action]:
             f"{base}/{PREFIX}missing/configmaps",
             body={"metadata": {"name": "x"}},
         ),
+        # The namespaces kube-apiserver never lets go: 403, dry run or not, whether they exist or not.
+        Step("namespace/delete-default-dry-run", "DELETE", f"{base}/default", query={"dryRun": "All"}),
+        Step(
+            "namespace/delete-kube-system-dry-run", "DELETE", f"{base}/kube-system", query={"dryRun": "All"}
+        ),
+        Step("namespace/delete-kube-public", "DELETE", f"{base}/kube-public"),
         Step("namespace/path-unknown-kind", "GET", "/api/v1/namespaces/{ns}/fidelitythings"),
         Step("namespace/path-unknown-group", "GET", "/apis/fidelity.invalid/v1/things"),
     ]

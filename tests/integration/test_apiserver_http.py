@@ -389,3 +389,18 @@ async def test_yaml_bodies_create_and_update(http: aiohttp.ClientSession) -> Non
     assert code == 200
     code, _ = await _call(http, "GET", f"{path}/from-yaml")
     assert code == 200, "DeleteOptions in YAML are read too: a dry run leaves the object"
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public"])
+async def test_the_namespaces_kubernetes_keeps_cannot_be_deleted(
+    http: aiohttp.ClientSession, name: str
+) -> None:
+    code, body = await _call(http, "DELETE", f"/api/v1/namespaces/{name}")
+    assert (code, body["reason"], body["message"]) == (
+        403,
+        "Forbidden",
+        f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+    )
+    assert body["details"] == {"name": name, "kind": "namespaces"}
+    code, _ = await _call(http, "GET", "/api/v1/namespaces/default")
+    assert code == 200

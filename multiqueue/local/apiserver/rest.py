@@ -496,10 +496,12 @@ class Rest:
     async def delete(
         self, rtype: ResourceType, namespace: str, name: str, options: Obj, dry_run: bool = False
     ) -> Obj:
+        strategy = self.registry.strategy(rtype)
+        if why := strategy.delete_forbidden(name):
+            raise ApiError(errors.forbidden_status(rtype.plural, rtype.group, name, why))
         check_propagation(options)
         old = self._current(rtype, namespace, name)
         self._check_preconditions(rtype, old, as_dict(options.get("preconditions")))
-        strategy = self.registry.strategy(rtype)
         obj = copy.deepcopy(old)
         meta = metadata(obj)
         now = self.clock()

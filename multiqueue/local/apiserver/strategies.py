@@ -34,6 +34,7 @@ from multiqueue.api.meta import (
 )
 from multiqueue.api.types import Obj
 
+IMMORTAL_NAMESPACES: Final = frozenset({"default", "kube-system", "kube-public"})
 BACKGROUND: Final = "Background"
 FOREGROUND: Final = "Foreground"
 ORPHAN: Final = "Orphan"
@@ -101,6 +102,10 @@ class Strategy:
 
     def create_forbidden(self) -> str:
         """Why no object of the kind may be created now (403), or ""."""
+        return ""
+
+    def delete_forbidden(self, name: str) -> str:
+        """Why the object ``name`` may never be deleted (403, before it is even looked up), or ""."""
         return ""
 
     def mark_deleting(self, obj: Obj, now: datetime) -> bool:
@@ -228,6 +233,10 @@ class PodStrategy(Strategy):
 
 class NamespaceStrategy(Strategy):
     has_status = True
+
+    def delete_forbidden(self, name: str) -> str:
+        # kube-apiserver's NamespaceLifecycle admission keeps these three, whether or not they exist.
+        return "this namespace may not be deleted" if name in IMMORTAL_NAMESPACES else ""
 
     def default(self, obj: Obj) -> None:
         name = metadata(obj).get("name")
