@@ -195,9 +195,9 @@ class Rest:
         meta["creationTimestamp"] = format_time(now)
         strategy = self.registry.strategy(rtype)
         if why := strategy.create_forbidden():
-            name = str(meta.get("name") or "")
-            details = {"name": name, "group": rtype.group, "kind": rtype.plural}
-            raise _error(403, "Forbidden", f'{_what(rtype)} "{name}" is forbidden: {why}', details)
+            raise ApiError(
+                errors.forbidden_status(rtype.plural, rtype.group, str(meta.get("name") or ""), why)
+            )
         if strategy.tracks_generation:
             meta["generation"] = 1
         strategy.default(obj)
