@@ -544,6 +544,19 @@ async def test_a_pod_on_no_node_has_an_empty_log_and_one_on_a_missing_node_none(
         assert await read_log(session, "absent") == (404, 'pods "absent" not found')
 
 
+async def test_a_log_whose_kubelet_does_not_answer_is_an_internal_error_naming_the_request(
+    apiserver: ApiServer, api: Api, tmp_path: Path
+) -> None:
+    await api.client.create(PODS, pod_body("ended", ["echo", "done"], node=NODE), "default")
+    async with kubelet(api, apiserver, tmp_path / "logs"):
+        await api.until(lambda: phase(api.pod("ended")) == "Succeeded")
+    # The kubelet is gone (its API port closed), while the Node still names that port: the fault is real.
+    async with through_api(apiserver) as session:
+        code, message = await read_log(session, "ended")
+    assert code == 500
+    assert message.startswith("Get ") and "/containerLogs/default/ended/main" in message
+
+
 async def _pod_that_failed_an_hour_ago(api: Api, logs: Path) -> None:
     """An OnFailure pod ``retried`` whose first attempt failed an hour ago (so no back-off is left), as the records
     of a kubelet that went down would show: its next attempt runs at once, printing "second try"."""
