@@ -1,0 +1,1 @@
+"""Fuzzing, crash loops and hostile clients against the embedded API server (run with ``-m robustness``)."""
