@@ -43,6 +43,7 @@ from zoneinfo import ZoneInfo
 
 from multiqueue.api import jobs, pods
 from multiqueue.api.errors import FieldError, invalid, non_negative, not_supported, required
+from multiqueue.api.godecode import strconv_quote
 from multiqueue.api.meta import (
     as_dict,
     metadata,
@@ -86,29 +87,6 @@ def _go_fields(text: str) -> list[str]:
     return _GO_FIELDS.findall(text)
 
 
-def _strconv_quote(text: str) -> str:
-    """Go's strconv.Quote, which strconv errors print their input with."""
-    out: list[str] = []
-    escapes = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-    for char in text:
-        code = ord(char)
-        if 0xD800 <= code <= 0xDFFF:
-            char, code = "\ufffd", 0xFFFD  # Go never holds a lone surrogate; its decoder makes it U+FFFD
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif char in escapes:
-            out.append(escapes[char])
-        elif char.isprintable():
-            out.append(char)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
-
-
 def _time_quote(text: str) -> str:
     """The time package's own quoting (durations, locations): bytes outside printable ASCII as \\xNN."""
     out: list[str] = []
@@ -125,17 +103,17 @@ def _go_atoi(text: str) -> int | str:
     negative = text[:1] == "-"
     digits = text[1:] if text[:1] in ("+", "-") else text
     if not digits:
-        return f"strconv.Atoi: parsing {_strconv_quote(text)}: invalid syntax"
+        return f"strconv.Atoi: parsing {strconv_quote(text)}: invalid syntax"
     value = 0
     for char in digits:
         if not "0" <= char <= "9":
-            return f"strconv.Atoi: parsing {_strconv_quote(text)}: invalid syntax"
+            return f"strconv.Atoi: parsing {strconv_quote(text)}: invalid syntax"
         # Go gives up with "out of range" at the first digit that overflows, before seeing later characters.
         value = value * 10 + ord(char) - ord("0")
         if value >= 2**64:
-            return f"strconv.Atoi: parsing {_strconv_quote(text)}: value out of range"
+            return f"strconv.Atoi: parsing {strconv_quote(text)}: value out of range"
     if value > 2**63 - (0 if negative else 1):
-        return f"strconv.Atoi: parsing {_strconv_quote(text)}: value out of range"
+        return f"strconv.Atoi: parsing {strconv_quote(text)}: value out of range"
     return -value if negative else value
 
 

@@ -266,3 +266,26 @@ def quote_char(byte: int) -> str:
     if byte < 0x7F or (char.isprintable() and not char.isspace()):
         return f"'{char}'"
     return f"'\\u{byte:04x}'"
+
+
+def strconv_quote(text: str) -> str:
+    """Go's strconv.Quote, which strconv errors print their input with."""
+    out: list[str] = []
+    escapes = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+    for char in text:
+        code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            char, code = "\ufffd", 0xFFFD  # Go never holds a lone surrogate; its decoder makes it U+FFFD
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in escapes:
+            out.append(escapes[char])
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'

@@ -95,6 +95,33 @@ def _group_versions(types: Iterable[ResourceType], core: bool) -> dict[str, list
     return {group: sorted(versions, key=version_priority) for group, versions in sorted(found.items())}
 
 
+# The paths GET / lists besides the API groups: what this server serves of kube-apiserver's non-resource paths.
+SERVED_PATHS: Final = (
+    "/api",
+    "/apis",
+    "/apis/",
+    "/healthz",
+    "/livez",
+    "/metrics",
+    "/openapi/v2",
+    "/openapi/v3",
+    "/openapi/v3/",
+    "/readyz",
+    "/version",
+)
+
+
+def root_paths(types: Iterable[ResourceType]) -> list[str]:
+    """GET /: every path served at the top, each group and group version among them, sorted as Go sorts."""
+    paths = set(SERVED_PATHS)
+    for core in (True, False):
+        for group, versions in _group_versions(types, core).items():
+            prefix = "/api" if core else f"/apis/{group}"
+            paths.add(prefix)
+            paths.update(f"{prefix}/{v}" for v in versions)
+    return sorted(paths, key=lambda p: p.encode())
+
+
 def api_group_list(types: Iterable[ResourceType]) -> Obj:
     """GET /apis, legacy answer: every named group with its versions and the one clients should prefer."""
     groups = [_api_group(group, versions) for group, versions in _group_versions(types, core=False).items()]

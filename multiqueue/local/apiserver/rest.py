@@ -481,9 +481,7 @@ class Rest:
     def _finalizers_added_while_deleting(new: Obj, old: Obj) -> bool:
         if not metadata(old).get("deletionTimestamp"):
             return False
-        return bool(
-            set(as_list(metadata(new).get("finalizers"))) - set(as_list(metadata(old).get("finalizers")))
-        )
+        return bool(set(_finalizers(new)) - set(_finalizers(old)))
 
     async def _finalize(self, rtype: ResourceType, obj: Obj) -> Obj:
         """The last finalizer is gone: the object leaves the store."""

@@ -12,6 +12,8 @@ import dataclasses
 import hmac
 import json
 import logging
+import random
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +24,8 @@ from typing import Any, Final
 from aiohttp import web
 
 from multiqueue.api import errors, listoptions, managedfields
-from multiqueue.api.meta import metadata
+from multiqueue.api.godecode import strconv_quote
+from multiqueue.api.meta import metadata, path_segment_name_errors
 from multiqueue.api.query import flag
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import (
@@ -36,6 +39,7 @@ from multiqueue.local.apiserver import (
     watches,
 )
 from multiqueue.local.apiserver.backend import Backend
+from multiqueue.local.apiserver.connections import GuardedSite, HeaderDeadlineHandler
 from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.podlog import PodLogs
 from multiqueue.local.apiserver.registry import Registry
@@ -45,10 +49,16 @@ from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
 
 log = logging.getLogger(__name__)
 
-MAX_BODY: Final = 3 * 1024 * 1024
 UNAUTHENTICATED_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+LINGERING_TIME: Final = 2.0
+MAX_HEADER_BYTES: Final = 1 << 20  # Go's http.Server MaxHeaderBytes, as kube-apiserver serves
 INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
-DEFAULT_WATCH_TIMEOUT: Final = 1800
+# Requests kube-apiserver never times out (its LongRunningFunc): watches, and these subresources.
+LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforward", "proxy"})
+REQUEST_TIMED_OUT: Final = "Timeout: request did not complete within the allotted timeout"
+# What Go's net/http answers a request line it cannot parse (an invalid %-escape), before any handler runs.
+BAD_REQUEST_TEXT: Final = "400 Bad Request"
+_BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 UNKNOWN_FORMAT: Final = "the body of the request was in an unknown format - accepted media types include:"
 LIST_TOO_OLD: Final = "The resourceVersion for the provided list is too old."
 JSON_TYPES: Final = (
@@ -57,6 +67,17 @@ JSON_TYPES: Final = (
 )
 MetricLabels = tuple[str, str, str, str]
 METRIC_LABELS: Final = web.RequestKey[MetricLabels]("metric_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyLimits:
+    """How much of a request body the server reads, and for how long."""
+
+    max_bytes: int
+    timeout: float
+
+
+BODY_LIMITS: Final = web.AppKey("body_limits", BodyLimits)
 
 
 @dataclasses.dataclass
@@ -73,6 +94,16 @@ class ServerConfig:
     tls_key_file: Path | None = None
     # The CA that signed the certificate: published in every namespace as the kube-root-ca.crt ConfigMap.
     ca_file: Path | None = None
+    # Slow or oversized requests, with kube-apiserver's defaults: Go's ReadHeaderTimeout (32 s, which also bounds
+    # the TLS handshake) and IdleTimeout (90 s), --request-timeout (60 s; it bounds reading the body too, which has
+    # its own setting here), --min-request-timeout (a watch without timeoutSeconds lasts between it and twice it),
+    # --max-request-bytes (3 MiB).
+    request_header_timeout: float = 32.0
+    request_body_timeout: float = 60.0
+    request_timeout: float = 60.0
+    idle_timeout: float = 90.0
+    min_request_timeout: int = 1800
+    max_request_bytes: int = 3 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +125,9 @@ class ApiServer:
         self._backend: Backend | None = None  # from start() on
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._overdue: set[asyncio.Future[web.StreamResponse]] = (
+            set()
+        )  # handlers still running after their 504
         self._stopping = asyncio.Event()
         self._pod_logs = PodLogs()
         self.port = config.port
@@ -121,26 +155,37 @@ class ApiServer:
         ca_pem = await asyncio.to_thread(ca_file.read_text) if ca_file is not None else None
         self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock, ca_pem)
         await self._bootstrap()
-        app = web.Application(client_max_size=MAX_BODY + 1024, middlewares=[self._middleware])
-        app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        app = web.Application(middlewares=[self._middleware])
+        app[BODY_LIMITS] = BodyLimits(self.config.max_request_bytes, self.config.request_body_timeout)
+        # Every path, newlines and all (a path is answered by _dispatch, never by aiohttp's router).
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self._dispatch)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         ssl_context = None
         if self.config.tls_cert_file is not None:
             ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ssl_context.load_cert_chain(self.config.tls_cert_file, self.config.tls_key_file)
-        site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, reuse_address=True, ssl_context=ssl_context
+        site = GuardedSite(
+            self._runner,
+            self.config.host,
+            self.config.port,
+            header_timeout=self.config.request_header_timeout,
+            ssl_context=ssl_context,
+            access_log=None,
+            keepalive_timeout=self.config.idle_timeout,
+            # A body the handler left unread (a refused request) is drained this long, so the client reads the
+            # answer rather than a reset; then the connection closes.
+            lingering_time=LINGERING_TIME,
+            # Go reads request lines and headers of up to 1 MiB; what takes longer meets the header deadline.
+            max_line_size=MAX_HEADER_BYTES,
+            max_field_size=MAX_HEADER_BYTES,
         )
         await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        self.port = site.port
 
     async def stop(self) -> None:
         self._stopping.set()
-        for task in list(self._watch_tasks):
+        for task in [*self._watch_tasks, *self._overdue]:
             task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -161,13 +206,31 @@ class ApiServer:
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        protocol = request.protocol
+        if isinstance(protocol, HeaderDeadlineHandler):
+            protocol.request_started()
+        try:
+            return await self._answer(request, handler)
+        finally:
+            if isinstance(protocol, HeaderDeadlineHandler):
+                protocol.request_finished()
+
+    async def _answer(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         started = time.perf_counter()
         labels = ("", "", "", "")
         code = 500
         try:
+            if _BAD_ESCAPE.search(request.raw_path.partition("?")[0]):
+                code = 400
+                return web.Response(status=400, text=BAD_REQUEST_TEXT, headers={"Connection": "close"})
             if request.path not in UNAUTHENTICATED_PATHS and not self._authenticated(request):
                 raise ApiError(errors.status(401, "Unauthorized", "Unauthorized"))
-            response = await handler(request)
+            if self._long_running(request):
+                response = await handler(request)
+            else:
+                response = await self._within_request_timeout(handler(request))
             code = response.status
             labels = request.get(METRIC_LABELS, labels)
             return response
@@ -175,19 +238,46 @@ class ApiServer:
             code = exc.code
             labels = request.get(METRIC_LABELS, labels)
             return _json(exc.status, exc.code)
-        except web.HTTPRequestEntityTooLarge:
-            code = 413
-            return _json(errors.status(413, "RequestEntityTooLarge", "the request body is too large"), 413)
         except (asyncio.CancelledError, ConnectionResetError):
             code = 499
             raise
-        except Exception:
-            log.exception("%s %s failed", request.method, request.path)
+        except Exception as exc:  # the last resort: every cause found is fixed where it lies
+            log.error("%s %r failed: %s: %s", request.method, request.path, type(exc).__name__, exc)
             return _json(errors.status(500, "InternalError", "an internal error occurred"), 500)
         finally:
             verb, group, resource, subresource = labels
             if resource:
                 self.metrics.observe(verb, group, resource, subresource, code, time.perf_counter() - started)
+
+    def _long_running(self, request: web.Request) -> bool:
+        """A request the per-request timeout leaves alone: a watch, or a streaming subresource (upstream's
+        LongRunningFunc)."""
+        if request.method == "GET" and flag(request.query.get("watch")):
+            return True
+        parts = [p for p in request.path.split("/") if p]
+        target = self._resolve(parts) if parts else None
+        return target is not None and target.subresource in LONG_RUNNING_SUBRESOURCES
+
+    async def _within_request_timeout(self, answer: Awaitable[web.StreamResponse]) -> web.StreamResponse:
+        """The handler's answer, or upstream's 504 once ``request_timeout`` passed. As kube-apiserver lets the
+        handler run on, a handler that overran finishes in the background (a write it began is not cut short);
+        its answer is dropped."""
+        task = asyncio.ensure_future(answer)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.config.request_timeout)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        self._overdue.add(task)
+        task.add_done_callback(self._overdue_done)
+        raise ApiError(errors.status(504, "Timeout", REQUEST_TIMED_OUT, {}))
+
+    def _overdue_done(self, task: asyncio.Future[web.StreamResponse]) -> None:
+        self._overdue.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a request that timed out ended with %r", task.exception())
 
     def _authenticated(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -203,6 +293,8 @@ class ApiServer:
             return _json(discovery.version_info())
         if path == "/metrics":
             return web.Response(text=self.metrics.render(), content_type="text/plain", charset="utf-8")
+        if path == "/":
+            return _json({"paths": discovery.root_paths(list(self.registry))})
         if path in ("/api", "/apis"):
             return self._discovery_root(request, path == "/api")
         if path == "/openapi/v2":
@@ -317,6 +409,13 @@ class ApiServer:
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
             raise _method_not_allowed()
+        if verb in ("GET", "PUT", "PATCH", "DELETE") and (bad_name := path_segment_name_errors(name)):
+            # Upstream's storage refuses to make a key of such a name.
+            raise ApiError(
+                errors.bad_request_status(
+                    f"Name parameter invalid: {strconv_quote(name)}: {';'.join(bad_name)}"
+                )
+            )
         if verb == "POST" and reviews.is_review(rtype):
             return _json(reviews.answer(rtype, await _body(request, rtype), self.clock()), 201)
         rest = self.rest
@@ -441,6 +540,11 @@ class ApiServer:
 
     # --- watch -----------------------------------------------------------------------------------------------
 
+    def _default_watch_timeout(self) -> float:
+        """A watch without timeoutSeconds (or with 0) ends at a random point between --min-request-timeout and
+        twice that, as upstream spreads its watches' reconnections."""
+        return self.config.min_request_timeout * (1.0 + random.random())
+
     async def _watch(
         self, request: web.Request, rtype: ResourceType, namespace: str | None, name: str
     ) -> web.StreamResponse:
@@ -455,7 +559,7 @@ class ApiServer:
         requested = -1 if options.legacy_version else _int(options.resource_version, -1)
         if not options.legacy_version and requested < 0:
             raise ApiError(errors.bad_request_status(f"invalid resource version: {options.resource_version}"))
-        timeout = _int(query.get("timeoutSeconds"), DEFAULT_WATCH_TIMEOUT)
+        timeout = _int(query.get("timeoutSeconds"), 0) or self._default_watch_timeout()
         as_table = _wants_table(request)
         include = _include_object(request)
         columns_sent = False
@@ -649,12 +753,29 @@ async def _optional_body(request: web.Request) -> Any:
 
 
 async def _raw_body(request: web.Request) -> bytes:
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(errors.status(413, "RequestEntityTooLarge", "the request body is too large"))
-    raw = await request.read()
-    if len(raw) > MAX_BODY:
-        raise ApiError(errors.status(413, "RequestEntityTooLarge", "the request body is too large"))
-    return raw
+    """The body, read as kube-apiserver reads it: never more than --max-request-bytes (a Content-Length over it is
+    refused before reading; a chunked body is counted as it comes), and within the body timeout."""
+    limits = request.app[BODY_LIMITS]
+    if request.content_length is not None and request.content_length > limits.max_bytes:
+        raise _too_large(limits.max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(limits.timeout):
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limits.max_bytes:
+                    raise _too_large(limits.max_bytes)
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise ApiError(errors.status(504, "Timeout", REQUEST_TIMED_OUT, {})) from exc
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        errors.status(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+    )
 
 
 def _media_type(request: web.Request) -> str:
