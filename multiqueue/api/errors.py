@@ -14,6 +14,8 @@ import math
 from enum import StrEnum
 from typing import Any, Final
 
+from multiqueue.api.godecode import strconv_quote
+
 
 class ErrorType(StrEnum):
     """The ``details.causes[].reason`` values upstream uses for field errors."""
@@ -224,7 +226,8 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
 
 def not_found_status(resource: str, group: str, name: str) -> dict[str, Any]:
     what = f"{resource}.{group}" if group else resource
-    return status(404, "NotFound", f'{what} "{name}" not found', _details(name, group, resource))
+    # Go's %q: a name from a request path may hold any character.
+    return status(404, "NotFound", f"{what} {strconv_quote(name)} not found", _details(name, group, resource))
 
 
 def already_exists_status(resource: str, group: str, name: str) -> dict[str, Any]:

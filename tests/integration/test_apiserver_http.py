@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -11,6 +14,7 @@ import pytest
 
 from multiqueue.local.apiserver.protowire import len_field, string_field, varint_field
 from multiqueue.local.apiserver.server import ApiServer
+from tests.support.servers import server_config
 
 JOB = {
     "apiVersion": "batch/v1",
@@ -404,3 +408,94 @@ async def test_the_namespaces_kubernetes_keeps_cannot_be_deleted(
     assert body["details"] == {"name": name, "kind": "namespaces"}
     code, _ = await _call(http, "GET", "/api/v1/namespaces/default")
     assert code == 200
+
+
+async def _raw(server: ApiServer, request: bytes) -> bytes:
+    """One request sent byte for byte as given (no client tidies its path); the whole answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(request)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+async def test_root_and_bad_paths_are_answered_as_upstream_answers_them(
+    http: aiohttp.ClientSession, apiserver: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    code, body = await _call(http, "GET", "/")
+    assert code == 200
+    assert {"/api", "/api/v1", "/apis", "/apis/batch", "/apis/batch/v1", "/version"} <= set(body["paths"])
+    assert body["paths"] == sorted(body["paths"])
+    token = apiserver.config.token
+    cases = {
+        # path -> (status line, what the body holds)
+        "/api/v1/namespaces/default%0a": (b"404 Not Found", b'namespaces \\"default\\\\n\\" not found'),
+        "/api/v1/namespaces/a%00b": (b"404 Not Found", b'"reason":"NotFound"'),
+        "/foo%0a": (b"404 Not Found", b"404 page not found"),
+        "/api/v1/namespaces/%zz": (b"400 Bad Request", b"400 Bad Request"),
+        "/api/v1/namespaces/default/configmaps/..": (b"400 Bad Request", b"may not be '..'"),
+        "/api/v1/namespaces/default/configmaps/a%25b": (b"400 Bad Request", b"may not contain '%'"),
+        "/api/v1/namespaces/" + "a" * 20000: (b"404 Not Found", b'"reason":"NotFound"'),
+    }
+    for path, (status, expected) in cases.items():
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        answer = await _raw(apiserver, request.encode())
+        assert answer.startswith(b"HTTP/1.1 " + status) and expected in answer, (path[:60], answer[:300])
+    assert "Traceback" not in caplog.text and "failed" not in caplog.text
+
+
+async def test_bodies_over_the_limit_are_refused_as_they_arrive(http: aiohttp.ClientSession) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    message = "Request entity too large: limit is 3145728"
+    big = json.dumps({"metadata": {"name": "big"}, "data": {"x": "y" * (3 * 1024 * 1024)}}).encode()
+    code, body = await _call(http, "POST", path, data=big, headers={"Content-Type": "application/json"})
+    assert (code, body["reason"], body["message"]) == (413, "RequestEntityTooLarge", message)
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    code, body = await _call(http, "POST", path, data=chunked(), headers={"Content-Type": "application/json"})
+    assert (code, body["message"]) == (413, message)
+    code, _ = await _call(http, "GET", f"{path}/big")
+    assert code == 404
+
+
+async def test_slow_requests_time_out_and_kept_alive_connections_stay(tmp_path: Path) -> None:
+    """A body that does not arrive within --request-timeout is upstream's 504; a kept-alive connection idle for
+    longer than the header timeout still serves its next request; a watch without timeoutSeconds ends between
+    --min-request-timeout and twice that."""
+    config = server_config(
+        tmp_path / "state", request_header_timeout=0.5, request_timeout=0.5, min_request_timeout=1
+    )
+    server = ApiServer(config)
+    await server.start()
+    try:
+        headers = {"Authorization": f"Bearer {config.token}"}
+        connector = aiohttp.TCPConnector(limit=1)
+        async with aiohttp.ClientSession(server.url, headers=headers, connector=connector) as session:
+
+            async def trickle() -> AsyncIterator[bytes]:
+                for byte in b'{"metadata":{"name":"late"}}':
+                    await asyncio.sleep(0.1)  # the client's own pace
+                    yield bytes([byte])
+
+            code, body = await _call(session, "POST", "/api/v1/namespaces/default/configmaps", data=trickle())
+            assert (code, body["reason"], body["message"]) == (
+                504,
+                "Timeout",
+                "Timeout: request did not complete within the allotted timeout",
+            )
+            code, _ = await _call(session, "GET", "/api/v1/namespaces/default")
+            first = connector._conns  # the one connection, kept alive
+            await asyncio.sleep(1.0)  # idle for twice the header timeout
+            code, _ = await _call(session, "GET", "/api/v1/namespaces/default")
+            assert code == 200 and connector._conns.keys() == first.keys()
+            started = time.monotonic()
+            async with session.get("/api/v1/namespaces?watch=1") as response:
+                await response.read()
+            assert 1.0 <= time.monotonic() - started <= 3.0
+    finally:
+        await server.stop()
