@@ -254,6 +254,8 @@ class JobController:
         can_manage = expectation is None or expectation.satisfied(now)
         owned = self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid")))
         actions = decide(job, owned, now, can_manage_pods=can_manage)
+        if actions.malformed:
+            log.warning("Job %s left alone: %s", key, actions.malformed)
         if actions.skipped:
             return None
         action = "pods_created" if actions.create else "pods_deleted" if actions.delete else "reconciling"

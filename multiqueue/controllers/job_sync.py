@@ -62,6 +62,7 @@ class Actions:
     requeue_after: float | None = None
     delete_job: bool = False
     skipped: str = ""  # why the Job was left alone
+    malformed: str = ""  # a field the API server should have refused, which leaves the Job alone
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -169,6 +170,27 @@ def _match_failure_policy(job: Obj, pod: Obj) -> tuple[str, str] | None:
 
 # --- the decision -------------------------------------------------------------------------------------------
 
+_STATUS_COUNTERS: Final = ("active", "succeeded", "failed", "ready", "terminating")
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def malformed(job: Obj) -> str:
+    """The first field of ``job`` the controller cannot read ("" if none): a type kube-apiserver refuses on input,
+    so kube-controller-manager never meets it. (A status that is not an object at all reads as no status.)"""
+    status = jobs.status_of(job)
+    for key in _STATUS_COUNTERS:
+        if status.get(key) is not None and not _is_integer(status[key]):
+            return f"status.{key} must be an integer"
+    rules = as_list(as_dict(jobs.spec_of(job).get("podFailurePolicy")).get("rules"))
+    for i, rule in enumerate(rules):
+        values = as_dict(as_dict(rule).get("onExitCodes")).get("values")
+        if not all(_is_integer(v) for v in as_list(values)):
+            return f"spec.podFailurePolicy.rules[{i}].onExitCodes.values must be integers"
+    return ""
+
 
 def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool = True) -> Actions:
     """Everything one sync of ``job`` should do, given the pods it owns (terminating and finished ones too).
@@ -179,6 +201,9 @@ def decide(job: Obj, owned_pods: list[Obj], now: datetime, can_manage_pods: bool
     actions = Actions()
     if not jobs.is_managed_by_builtin_controller(job):
         actions.skipped = f"managed by {jobs.managed_by(job)}"
+        return actions
+    if problem := malformed(job):
+        actions.skipped = actions.malformed = problem
         return actions
     if jobs.completion_mode(job) not in (jobs.NON_INDEXED, jobs.INDEXED):
         actions.events.append(

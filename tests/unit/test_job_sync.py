@@ -404,3 +404,46 @@ def test_orphan_pods_lose_the_tracking_finalizer(
     pod_: dict[str, Any], named: dict[str, Any] | None, released: bool
 ) -> None:
     assert releases_orphan(pod_, named) is released
+
+
+def _exit_code_rule(values: Any) -> dict[str, Any]:
+    return {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": values}}]}
+
+
+@pytest.mark.parametrize(
+    ("status", "spec", "problem"),
+    [
+        ({"succeeded": "x"}, {}, "status.succeeded must be an integer"),
+        ({"failed": [1]}, {}, "status.failed must be an integer"),
+        ({"active": {"a": 1}}, {}, "status.active must be an integer"),
+        ({"ready": True}, {}, "status.ready must be an integer"),
+        ({"terminating": 1.5}, {}, "status.terminating must be an integer"),
+        (
+            {},
+            {"podFailurePolicy": _exit_code_rule([["x"]])},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values must be integers",
+        ),
+        (
+            {},
+            {"podFailurePolicy": _exit_code_rule([{"a": 1}])},
+            "spec.podFailurePolicy.rules[0].onExitCodes.values must be integers",
+        ),
+    ],
+)
+def test_a_malformed_job_is_left_alone_with_the_reason(
+    status: dict[str, Any], spec: dict[str, Any], problem: str
+) -> None:
+    """A field kube-apiserver would have refused: nothing is written, created or deleted for that Job."""
+    owner = running_job(**spec)
+    owner["status"].update(status)
+    actions = decide(owner, [pod(owner, "Failed", exit_code=1)], NOW)
+    assert (actions.malformed, actions.skipped) == (problem, problem)
+    assert actions.status is None and not actions.create and not actions.delete and not actions.events
+
+
+@pytest.mark.parametrize("status", ["x", [1], None])
+def test_a_status_that_is_not_an_object_reads_as_none(status: Any) -> None:
+    owner = job(parallelism=1)
+    owner["status"] = status
+    actions = run(owner, [])
+    assert not actions.malformed and len(actions.create) == 1
