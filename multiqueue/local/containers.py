@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from multiqueue.local.files import write_private
+from multiqueue.local.files import open_private, private_dirs, write_private
 
 # $1: the attempt's folder, $2: mv, $3: the working directory, $4: a Python interpreter and $5: the log shipper
 # (:data:`SHIPPER`) it runs, $6: the log file, then the command. Variables are prefixed so that none of the
@@ -228,8 +228,8 @@ class PodRecords:
     def begin(self, node: str, namespace: str, name: str, now: str) -> str:
         """Make the pod's folders and record its start the first time; return the recorded start."""
         log_dir = self.pod_folder.parent.parent
-        make_private_dirs(log_dir, namespace, name, "containers", self.uid)
-        make_private_dirs(self.pod_folder, "work")
+        private_dirs(log_dir, namespace, name, "containers", self.uid)
+        private_dirs(self.pod_folder, "work")
         pod_file = self.root / "pod.json"
         recorded = read_json(pod_file)
         if recorded is not None and isinstance(recorded.get("startedAt"), str):
@@ -261,7 +261,7 @@ class ContainerRecord:
 
     def start(self, attempt: int, now: str) -> Path:
         """Record that ``attempt`` is about to start; return the folder its wrapper records into."""
-        make_private_dirs(self.folder.parent, self.folder.name, str(attempt))
+        private_dirs(self.folder.parent, self.folder.name, str(attempt))
         write_private(
             self.folder / "record.json",
             json.dumps({"attempt": attempt, "state": "starting", "startedAt": now}),
@@ -611,7 +611,7 @@ def spawn(run_dir: Path, argv: list[str], cwd: Path, env: dict[str, str], log_pa
     for pid in list(_DETACHED):
         if _reap(pid):
             _DETACHED.discard(pid)
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log_fd = open_private(log_path, os.O_WRONLY | os.O_APPEND)
     wrapper = [str(run_dir), _mv(), str(cwd), _python(), SHIPPER, str(log_path)]
     try:
         write_private(run_dir / LOG_START, f"{os.fstat(log_fd).st_size}\n")
@@ -667,17 +667,6 @@ async def stop_processes(processes: Iterable[ContainerProcess], grace: float) ->
 
 
 # --- files ----------------------------------------------------------------------------------------------------------
-
-
-def make_private_dirs(base: Path, *parts: str) -> Path:
-    """``base/parts...``, each missing level made with mode 0700 (``base`` included)."""
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = base
-    for part in parts:
-        path = path / part
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
-    return path
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

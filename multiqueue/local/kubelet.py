@@ -66,6 +66,7 @@ from multiqueue.local.containers import (
     Seen,
     Step,
 )
+from multiqueue.local.files import open_private
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
 from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
 
@@ -835,6 +836,5 @@ def _reported_restarts(pod: Obj) -> dict[str, int]:
 
 
 def _append(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "ab") as handle:
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
         handle.write(text.encode())

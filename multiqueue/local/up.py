@@ -32,7 +32,7 @@ from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
-from multiqueue.local.files import write_private
+from multiqueue.local.files import private_dirs, write_private
 from multiqueue.local.upstream import Binaries, ControlPlaneFiles, UpstreamControlPlane, allocate_ports
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class LocalClusters:
         that fails to start raises :class:`~multiqueue.local.upstream.ControlPlaneError`; either way, whatever was
         started is stopped."""
         binaries = await asyncio.to_thread(Binaries.find, self.assets) if self.upstream else None
-        await asyncio.to_thread(_private_dir, self.state_dir)
+        await asyncio.to_thread(private_dirs, self.state_dir)
         try:
             if binaries is not None:
                 await self._start_control_planes(binaries)
@@ -170,7 +170,7 @@ class LocalClusters:
         planes = {}
         for cluster in self.config.clusters:
             folder = self._cluster_dir(cluster.name)
-            _private_dir(folder, ours=True)
+            private_dirs(folder)
             planes[cluster.name] = UpstreamControlPlane(
                 cluster.name,
                 binaries,
@@ -244,7 +244,7 @@ class LocalClusters:
 
     def _server_config(self, cluster: LocalCluster) -> ServerConfig:
         folder = self._cluster_dir(cluster.name)
-        _private_dir(folder, ours=True)
+        private_dirs(folder)
         tls = serving_cert(self.state_dir, cluster.name, "127.0.0.1")
         return ServerConfig(
             name=cluster.name,
@@ -277,14 +277,6 @@ def _token(folder: Path) -> str:
     token = secrets.token_urlsafe(32)
     write_private(token_file, token)
     return token
-
-
-def _private_dir(folder: Path, *, ours: bool = False) -> None:
-    """``folder`` made with mode 0700 if it is new (the state directory holds tokens and keys); a folder that is
-    ``ours`` (a cluster's) is made owner-only even if it exists."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if ours:
-        folder.chmod(0o700)
 
 
 def _reusable_port(port_file: Path) -> int:

@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from multiqueue.local.certs import ServingCert
-from multiqueue.local.files import write_private
+from multiqueue.local.files import open_private, private_dirs, write_private
 
 log = logging.getLogger(__name__)
 
@@ -220,8 +220,7 @@ class ControlPlaneFiles:
         """Make the folders, take the lock (returned: hold it while the processes run), write the token file and the
         kubeconfig, and make the service-account key pair the first time."""
         for folder in (self.folder, self.etcd_data, self.logs):
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            folder.chmod(0o700)
+            private_dirs(folder)
         lock = _lock(self.folder / "lock", cluster)
         try:
             write_private(self.tokens, f"{token},admin,admin,system:masters\n".encode())
@@ -260,8 +259,7 @@ class ControlPlaneFiles:
 def _lock(path: Path, cluster: str) -> IO[str]:
     """Hold ``path`` locked for as long as the returned file stays open (the kernel drops the lock when this
     process ends); a second ``local up`` on the same state directory is refused, naming the first."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    handle = os.fdopen(fd, "r+", encoding="utf-8")
+    handle = os.fdopen(open_private(path, os.O_RDWR), "r+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -280,8 +278,7 @@ def _lock(path: Path, cluster: str) -> IO[str]:
 
 def _open_log(path: Path, argv: list[str]) -> IO[bytes]:
     """``path`` opened for appending (mode 0600), a line that says what starts written first."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    handle = os.fdopen(fd, "ab")
+    handle = os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "ab")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     handle.write(f"--- {started} multiqueue local up starts: {shlex.join(argv)}\n".encode())
     handle.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -15,6 +16,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 import yaml
+
+from multiqueue.api.types import PODS
+from multiqueue.kube.client import KubeClient
+from multiqueue.kube.config import load_credentials
 
 KUBECTL = shutil.which("kubectl")
 
@@ -122,3 +127,49 @@ async def test_the_managers_metrics_show_every_documented_family(tmp_path: Path)
         assert f"# TYPE {name} {family.kind}" in lines, name
     assert any(line.startswith('multiqueue_cluster_active{cluster="worker-1",reason="') for line in lines)
     assert 'multiqueue_managed_jobs{state="active"} 0.0' in lines
+
+
+async def test_everything_under_the_state_dir_is_its_owners_alone_whatever_the_umask(tmp_path: Path) -> None:
+    """Folders 0700 and files 0600 after a start with umask 000, a pod run (its log written) and a stop; a state
+    directory and a kubeconfig an older version left open are put right."""
+    state = tmp_path / "mq"
+    state.mkdir(mode=0o755)
+    (state / "kubeconfig").write_text("stale\n")
+    (state / "kubeconfig").chmod(0o644)
+    config = tmp_path / "local.yaml"
+    config.write_text(yaml.safe_dump({"clusters": [{"name": "management"}]}))
+    previous = os.umask(0)
+    try:
+        async with local_up(state, "--config", str(config)):
+            os.umask(previous)
+            client = KubeClient(await load_credentials(state / "kubeconfig", "management"), "management")
+            try:
+                pod = {
+                    "metadata": {"name": "logged"},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "i", "command": ["sh", "-c", "echo hello"]}],
+                    },
+                }
+                await client.create(PODS, pod, "default")
+                async with asyncio.timeout(30):  # polling the pod's phase: no informer here
+                    while True:
+                        status = (await client.get(PODS, "logged", "default")).get("status", {})
+                        if status.get("phase") == "Succeeded":
+                            break
+                        await asyncio.sleep(0.1)
+            finally:
+                await client.close()
+    finally:
+        os.umask(previous)
+    # The database and its journal are journal.py's to make owner-only.
+    seen = [p for p in [state, *state.rglob("*")] if not p.name.startswith("objects.db")]
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in seen if not p.is_fifo()}
+    wrong = {
+        path: mode
+        for path, mode in modes.items()
+        if mode != oct(0o700 if (tmp_path / path).is_dir() else 0o600)
+    }
+    logs = [p for p in seen if p.name.endswith(".log")]
+    print(f"\n{len(modes)} paths under the state dir checked, {len(logs)} logs among them")
+    assert logs and not wrong, wrong

@@ -46,6 +46,7 @@ from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest
 from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
+from multiqueue.local.files import private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,10 @@ class ApiServer:
         return f"{scheme}://{self.config.host}:{self.port}"
 
     async def start(self) -> None:
-        path = self.config.state_dir / "objects.db" if self.config.state_dir is not None else None
+        path = None
+        if self.config.state_dir is not None:
+            await asyncio.to_thread(private_dirs, self.config.state_dir)
+            path = self.config.state_dir / "objects.db"
         ca_file = self.config.ca_file
         ca_pem = await asyncio.to_thread(ca_file.read_text) if ca_file is not None else None
         self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock, ca_pem)
