@@ -34,6 +34,7 @@ class Step:
     content_type: str = JSON
     capture: Mapping[str, str] = dataclasses.field(default_factory=dict)
     watch: bool = False
+    raw_path: bool = False  # sent byte for byte, %-escapes and dot segments as written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -545,6 +546,26 @@ def _namespace_steps() -> list[Action]:
     ]
 
 
+def _path_steps() -> list[Action]:
+    """What reaches the server before any object is involved: GET /, paths no client would tidy, a body too big."""
+    base = "/api/v1/namespaces/{ns}/configmaps"
+    too_big = {"metadata": {"name": "too-big"}, "data": {"big": "x" * (3 * 1024 * 1024)}}
+    return [
+        Step("paths/root", "GET", "/"),
+        Step("paths/name-newline", "GET", f"{base}/a%0Ab", raw_path=True),
+        Step("paths/name-nul", "GET", f"{base}/a%00b", raw_path=True),
+        Step("paths/name-dot-dot", "GET", f"{base}/%2E%2E", raw_path=True),
+        Step("paths/name-dot", "PUT", f"{base}/.", body={"metadata": {"name": "."}}, raw_path=True),
+        Step("paths/name-percent", "DELETE", f"{base}/a%25b", raw_path=True),
+        Step("paths/bad-escape", "GET", f"{base}/%zz", raw_path=True),
+        Step("paths/dot-segments", "GET", "/api/v1/namespaces/../namespaces/{ns}", raw_path=True),
+        Step("paths/unknown-newline", "GET", "/fidelity%0A", raw_path=True),
+        Step("paths/long-name", "GET", f"{base}/{'a' * 20000}"),
+        Step("paths/body-too-large", "POST", base, body=too_big),
+        Step("paths/body-too-large-nothing-stored", "GET", f"{base}/too-big"),
+    ]
+
+
 def _node_steps() -> list[Action]:
     base = "/api/v1/nodes"
     return [
@@ -673,7 +694,11 @@ def _namespace_create(group: str) -> Step:
 
 def groups() -> list[Group]:
     """The whole script, in order; each group starts by making its namespace."""
-    out: list[Group] = [Group("namespace", tuple(_namespace_steps())), Group("node", tuple(_node_steps()))]
+    out: list[Group] = [
+        Group("namespace", tuple(_namespace_steps())),
+        Group("paths", tuple(_path_steps())),
+        Group("node", tuple(_node_steps())),
+    ]
     for kind in KINDS:
         actions: list[Action] = []
         if kind.name == "pod":

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from yarl import URL
+
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from tests.fidelity import api_script
@@ -81,9 +83,11 @@ class Runner:
         body = _fill(step.body, variables)
         data = None if body is None else body if isinstance(body, str) else json.dumps(body)
         headers = await self._headers(step.content_type if data is not None else None)
+        path = _fill(step.path, variables)
+        url = URL(self.client.credentials.server.rstrip("/") + path, encoded=True) if step.raw_path else path
         async with self.session.request(
             step.method,
-            _fill(step.path, variables),
+            url,
             params=_fill(dict(step.query), variables),
             data=data,
             headers=headers,
