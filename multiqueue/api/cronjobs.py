@@ -51,6 +51,7 @@ from multiqueue.api.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from multiqueue.api.query import go_duration
 from multiqueue.api.types import Obj
 
 SCHEDULED_TIMESTAMP_ANNOTATION: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -87,17 +88,6 @@ def _go_fields(text: str) -> list[str]:
     return _GO_FIELDS.findall(text)
 
 
-def _time_quote(text: str) -> str:
-    """The time package's own quoting (durations, locations): bytes outside printable ASCII as \\xNN."""
-    out: list[str] = []
-    for char in text:
-        if char < " " or char >= "\x80":
-            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
-        else:
-            out.append("\\" + char if char in ('"', "\\") else char)
-    return '"' + "".join(out) + '"'
-
-
 def _go_atoi(text: str) -> int | str:
     """Go's strconv.Atoi on a 64-bit platform: the number, or its error text."""
     negative = text[:1] == "-"
@@ -115,75 +105,6 @@ def _go_atoi(text: str) -> int | str:
     if value > 2**63 - (0 if negative else 1):
         return f"strconv.Atoi: parsing {strconv_quote(text)}: value out of range"
     return -value if negative else value
-
-
-_DURATION_UNITS: Final = {
-    "ns": 1,
-    "us": 10**3,
-    "\u00b5s": 10**3,  # micro sign
-    "\u03bcs": 10**3,  # Greek mu
-    "ms": 10**6,
-    "s": 10**9,
-    "m": 60 * 10**9,
-    "h": 3600 * 10**9,
-}
-
-
-def _leading_digits(text: str) -> int:
-    end = 0
-    while end < len(text) and "0" <= text[end] <= "9":
-        end += 1
-    return end
-
-
-def _go_duration(text: str) -> int | str:
-    """Go's time.ParseDuration, in nanoseconds, or its error text (``@every`` takes any Go duration)."""
-    invalid_text = f"time: invalid duration {_time_quote(text)}"
-    rest = text[1:] if text[:1] in ("+", "-") else text
-    if rest == "0":
-        return 0
-    if not rest:
-        return invalid_text
-    total = 0
-    while rest:
-        if not (rest[0] == "." or "0" <= rest[0] <= "9"):
-            return invalid_text
-        whole_end = _leading_digits(rest)
-        significant = rest[:whole_end].lstrip("0")
-        if len(significant) > 19 or int(significant or "0") > 2**63:  # Go's uint64 overflows
-            return invalid_text
-        whole = int(significant or "0")
-        rest = rest[whole_end:]
-        fraction, scale, has_fraction = 0, 1.0, False
-        if rest[:1] == ".":
-            fraction_end = _leading_digits(rest[1:])
-            has_fraction = fraction_end > 0
-            for char in rest[1 : 1 + fraction_end]:
-                longer = fraction * 10 + ord(char) - ord("0")
-                if fraction > (2**63 - 1) // 10 or longer > 2**63:
-                    break  # Go ignores the digits from the first that would overflow
-                fraction, scale = longer, scale * 10
-            rest = rest[1 + fraction_end :]
-        if whole_end == 0 and not has_fraction:
-            return invalid_text
-        unit_end = 0
-        while unit_end < len(rest) and rest[unit_end] != "." and not "0" <= rest[unit_end] <= "9":
-            unit_end += 1
-        if unit_end == 0:
-            return f"time: missing unit in duration {_time_quote(text)}"
-        unit_name, rest = rest[:unit_end], rest[unit_end:]
-        unit = _DURATION_UNITS.get(unit_name)
-        if unit is None:
-            return f"time: unknown unit {_time_quote(unit_name)} in duration {_time_quote(text)}"
-        if whole > 2**63 // unit:
-            return invalid_text
-        value = whole * unit + (int(fraction * (unit / scale)) if fraction else 0)
-        total += value
-        if value > 2**63 or total > 2**63:
-            return invalid_text
-    if text[:1] == "-":
-        return -total
-    return invalid_text if total > 2**63 - 1 else total
 
 
 def _zone(name: str) -> ZoneInfo | None:
@@ -374,7 +295,7 @@ def parse_schedule(text: str) -> Schedule | str:
         if spec in _DESCRIPTORS:
             return _parse_fields(_DESCRIPTORS[spec], location)
         if spec.startswith(_EVERY):
-            nanoseconds = _go_duration(spec[len(_EVERY) :])
+            nanoseconds = go_duration(spec[len(_EVERY) :])
             if isinstance(nanoseconds, str):
                 return f"failed to parse duration {spec}: {nanoseconds}"
             return Schedule(every=max(nanoseconds // 10**9, 1))  # robfig: at least 1s, whole seconds

@@ -2,6 +2,7 @@
 
 - a boolean is false only when absent, "0" or "false" (any case); anything else, "" included, is true;
 - an integer is Go's ``strconv.ParseInt(s, 10, 64)``;
+- a duration is Go's ``time.ParseDuration(s)``;
 - a time is Go's ``time.Parse(time.RFC3339, s)``, and its errors read as Go's ``ParseError`` does.
 
 Undecodable values raise :class:`QueryError`, whose message the server sends with a 400.
@@ -112,3 +113,83 @@ def rfc3339(value: str) -> datetime:
         return datetime(1, 1, 1, tzinfo=UTC)  # before anything a log holds, as Go's year 0 would be
     moment = datetime(year, month, day, fields["hour"], fields["minute"], fields["second"], tzinfo=zone)
     return moment.astimezone(UTC) + timedelta(microseconds=nanos // 1000)
+
+
+_DURATION_UNITS: Final = {
+    "ns": 1,
+    "us": 10**3,
+    "\u00b5s": 10**3,  # micro sign
+    "\u03bcs": 10**3,  # Greek mu
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
+
+
+def _time_quote(text: str) -> str:
+    """The time package's own quoting (durations, locations): bytes outside printable ASCII as \\xNN."""
+    out: list[str] = []
+    for char in text:
+        if char < " " or char >= "\x80":
+            out.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+        else:
+            out.append("\\" + char if char in ('"', "\\") else char)
+    return '"' + "".join(out) + '"'
+
+
+def _leading_digits(text: str) -> int:
+    end = 0
+    while end < len(text) and "0" <= text[end] <= "9":
+        end += 1
+    return end
+
+
+def go_duration(text: str) -> int | str:
+    """Go's time.ParseDuration, in nanoseconds, or its error text (a CronJob's ``@every``, a request's ``timeout``)."""
+    invalid_text = f"time: invalid duration {_time_quote(text)}"
+    rest = text[1:] if text[:1] in ("+", "-") else text
+    if rest == "0":
+        return 0
+    if not rest:
+        return invalid_text
+    total = 0
+    while rest:
+        if not (rest[0] == "." or "0" <= rest[0] <= "9"):
+            return invalid_text
+        whole_end = _leading_digits(rest)
+        significant = rest[:whole_end].lstrip("0")
+        if len(significant) > 19 or int(significant or "0") > 2**63:  # Go's uint64 overflows
+            return invalid_text
+        whole = int(significant or "0")
+        rest = rest[whole_end:]
+        fraction, scale, has_fraction = 0, 1.0, False
+        if rest[:1] == ".":
+            fraction_end = _leading_digits(rest[1:])
+            has_fraction = fraction_end > 0
+            for char in rest[1 : 1 + fraction_end]:
+                longer = fraction * 10 + ord(char) - ord("0")
+                if fraction > (2**63 - 1) // 10 or longer > 2**63:
+                    break  # Go ignores the digits from the first that would overflow
+                fraction, scale = longer, scale * 10
+            rest = rest[1 + fraction_end :]
+        if whole_end == 0 and not has_fraction:
+            return invalid_text
+        unit_end = 0
+        while unit_end < len(rest) and rest[unit_end] != "." and not "0" <= rest[unit_end] <= "9":
+            unit_end += 1
+        if unit_end == 0:
+            return f"time: missing unit in duration {_time_quote(text)}"
+        unit_name, rest = rest[:unit_end], rest[unit_end:]
+        unit = _DURATION_UNITS.get(unit_name)
+        if unit is None:
+            return f"time: unknown unit {_time_quote(unit_name)} in duration {_time_quote(text)}"
+        if whole > 2**63 // unit:
+            return invalid_text
+        value = whole * unit + (int(fraction * (unit / scale)) if fraction else 0)
+        total += value
+        if value > 2**63 or total > 2**63:
+            return invalid_text
+    if text[:1] == "-":
+        return -total
+    return invalid_text if total > 2**63 - 1 else total

@@ -464,12 +464,10 @@ async def test_bodies_over_the_limit_are_refused_as_they_arrive(http: aiohttp.Cl
 
 
 async def test_slow_requests_time_out_and_kept_alive_connections_stay(tmp_path: Path) -> None:
-    """A body that does not arrive within --request-timeout is upstream's 504; a kept-alive connection idle for
+    """A body that does not arrive within the request's timeout is upstream's 504; a kept-alive connection idle for
     longer than the header timeout still serves its next request; a watch without timeoutSeconds ends between
     --min-request-timeout and twice that."""
-    config = server_config(
-        tmp_path / "state", request_header_timeout=0.5, request_timeout=0.5, min_request_timeout=1
-    )
+    config = server_config(tmp_path / "state", request_header_timeout=0.5, min_request_timeout=1)
     server = ApiServer(config)
     await server.start()
     try:
@@ -482,7 +480,14 @@ async def test_slow_requests_time_out_and_kept_alive_connections_stay(tmp_path: 
                     await asyncio.sleep(0.1)  # the client's own pace
                     yield bytes([byte])
 
-            code, body = await _call(session, "POST", "/api/v1/namespaces/default/configmaps", data=trickle())
+            path = "/api/v1/namespaces/default/configmaps"
+            code, body = await _call(session, "GET", path, params={"timeout": "soon"})
+            assert (code, body["message"]) == (
+                400,
+                'invalid timeout specified in the request URL - time: invalid duration "soon"',
+            )
+            # The request's own, shorter timeout (a Go duration) stands in for --request-timeout.
+            code, body = await _call(session, "POST", path, params={"timeout": "500ms"}, data=trickle())
             assert (code, body["reason"], body["message"]) == (
                 504,
                 "Timeout",

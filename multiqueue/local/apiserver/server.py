@@ -26,7 +26,7 @@ from aiohttp import web
 from multiqueue.api import errors, listoptions, managedfields
 from multiqueue.api.godecode import strconv_quote
 from multiqueue.api.meta import metadata, path_segment_name_errors
-from multiqueue.api.query import flag
+from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import (
     decoding,
@@ -229,12 +229,13 @@ class ApiServer:
             if _BAD_ESCAPE.search(request.raw_path.partition("?")[0]):
                 code = 400
                 return web.Response(status=400, text=BAD_REQUEST_TEXT, headers={"Connection": "close"})
+            timeout = None if self._long_running(request) else self._request_timeout(request)
             if request.path not in UNAUTHENTICATED_PATHS and not self._authenticated(request):
                 raise ApiError(errors.status(401, "Unauthorized", "Unauthorized"))
-            if self._long_running(request):
+            if timeout is None:
                 response = await handler(request)
             else:
-                response = await self._within_request_timeout(handler(request))
+                response = await self._within(timeout, request, handler(request))
             code = response.status
             labels = request.get(METRIC_LABELS, labels)
             return response
@@ -262,13 +263,28 @@ class ApiServer:
         target = self._resolve(parts) if parts else None
         return target is not None and target.subresource in LONG_RUNNING_SUBRESOURCES
 
-    async def _within_request_timeout(self, answer: Awaitable[web.StreamResponse]) -> web.StreamResponse:
-        """The handler's answer, or upstream's 504 once ``request_timeout`` passed. As kube-apiserver lets the
-        handler run on, a handler that overran finishes in the background (a write it began is not cut short);
-        its answer is dropped."""
+    def _request_timeout(self, request: web.Request) -> float:
+        """--request-timeout, or the shorter ``timeout`` the request asks for (a Go duration; 0 asks for none)."""
+        limit = self.config.request_timeout
+        asked = request.query.get("timeout", "")
+        if not asked:
+            return limit
+        nanoseconds = go_duration(asked)
+        if isinstance(nanoseconds, str):
+            message = f"invalid timeout specified in the request URL - {nanoseconds}"
+            raise ApiError(errors.bad_request_status(message))
+        seconds = nanoseconds / 1e9
+        return seconds if 0 < seconds < limit else limit
+
+    async def _within(
+        self, seconds: float, request: web.Request, answer: Awaitable[web.StreamResponse]
+    ) -> web.StreamResponse:
+        """The handler's answer, or upstream's 504 once ``seconds`` passed. As kube-apiserver lets the handler run
+        on, a handler that overran finishes in the background (a write it began is not cut short); its answer is
+        dropped. A body still arriving is cut off (the connection closes after the 504), so it stops waiting."""
         task = asyncio.ensure_future(answer)
         try:
-            done, _ = await asyncio.wait({task}, timeout=self.config.request_timeout)
+            done, _ = await asyncio.wait({task}, timeout=seconds)
         except asyncio.CancelledError:
             task.cancel()
             raise
@@ -276,6 +292,8 @@ class ApiServer:
             return task.result()
         self._overdue.add(task)
         task.add_done_callback(self._overdue_done)
+        if not request.content.at_eof():
+            request.content.set_exception(TimeoutError(REQUEST_TIMED_OUT))
         raise ApiError(errors.status(504, "Timeout", REQUEST_TIMED_OUT, {}))
 
     def _overdue_done(self, task: asyncio.Future[web.StreamResponse]) -> None:
