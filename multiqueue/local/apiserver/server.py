@@ -292,8 +292,7 @@ class ApiServer:
             return task.result()
         self._overdue.add(task)
         task.add_done_callback(self._overdue_done)
-        if not request.content.at_eof():
-            request.content.set_exception(TimeoutError(REQUEST_TIMED_OUT))
+        _cut_off_body(request)
         raise ApiError(errors.status(504, "Timeout", REQUEST_TIMED_OUT, {}))
 
     def _overdue_done(self, task: asyncio.Future[web.StreamResponse]) -> None:
@@ -790,8 +789,16 @@ async def _raw_body(request: web.Request) -> bytes:
                     raise _too_large(limits.max_bytes)
                 chunks.append(chunk)
     except TimeoutError as exc:
+        _cut_off_body(request)
         raise ApiError(errors.status(504, "Timeout", REQUEST_TIMED_OUT, {})) from exc
     return b"".join(chunks)
+
+
+def _cut_off_body(request: web.Request) -> None:
+    """Stop reading what is left of a late body: whoever waits on it gives up, and the connection closes once the
+    answer is sent (as a TimeoutError, aiohttp does not linger to drain it)."""
+    if not request.content.at_eof():
+        request.content.set_exception(TimeoutError(REQUEST_TIMED_OUT))
 
 
 def _too_large(limit: int) -> ApiError:
