@@ -504,3 +504,26 @@ async def test_slow_requests_time_out_and_kept_alive_connections_stay(tmp_path: 
             assert 1.0 <= time.monotonic() - started <= 3.0
     finally:
         await server.stop()
+
+
+async def test_a_list_valued_finalizer_on_an_object_being_deleted_is_refused_not_a_crash(
+    http: aiohttp.ClientSession,
+) -> None:
+    path = "/api/v1/namespaces/default/configmaps"
+    code, _ = await _call(
+        http, "POST", path, json={"metadata": {"name": "held", "finalizers": ["example.com/x"]}}
+    )
+    assert code == 201
+    code, _ = await _call(http, "DELETE", f"{path}/held")
+    assert code == 200
+    merge = {"Content-Type": "application/merge-patch+json"}
+    code, body = await _call(
+        http, "PATCH", f"{path}/held", data=json.dumps({"metadata": {"finalizers": [["x"]]}}), headers=merge
+    )
+    assert 400 <= code < 500, body
+    code, _ = await _call(
+        http, "PATCH", f"{path}/held", data=json.dumps({"metadata": {"finalizers": None}}), headers=merge
+    )
+    assert code == 200
+    code, _ = await _call(http, "GET", f"{path}/held")
+    assert code == 404
