@@ -266,6 +266,9 @@ async def test_reviews_are_answered_and_only_created(
     for method, where in (("GET", path), ("GET", f"{path}/x"), ("DELETE", f"{path}/x"), ("PUT", f"{path}/x")):
         code, body = await _call(http, method, where, json=review)
         assert (code, body["reason"]) == (405, "MethodNotAllowed"), (method, where)
+    for not_an_object in ("str", []):
+        code, body = await _call(http, "POST", path, json=not_an_object)
+        assert (code, body["reason"]) == (400, "BadRequest")
     assert apiserver.store.list_objects("authorization.k8s.io/selfsubjectaccessreviews") == []
 
 

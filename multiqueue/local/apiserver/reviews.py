@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from multiqueue.api import errors
 from multiqueue.api.meta import as_dict, format_time
@@ -30,8 +30,11 @@ def is_review(rtype: ResourceType) -> bool:
     return rtype.key in (SELF_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_REVIEWS)
 
 
-def answer(rtype: ResourceType, body: Obj, now: datetime) -> Obj:
-    """The review with its status; :class:`ApiError` (422 Invalid) where upstream refuses it."""
+def answer(rtype: ResourceType, body: Any, now: datetime) -> Obj:
+    """The review with its status; :class:`ApiError` (400 for a body that is no object, 422 Invalid) where upstream
+    refuses it."""
+    if not isinstance(body, dict):
+        raise ApiError(errors.bad_request_status(f"the body must be a {rtype.kind} object"))
     review = copy.deepcopy(body)
     review["apiVersion"], review["kind"] = rtype.api_version, rtype.kind
     if rtype.key == SELF_SUBJECT_REVIEWS:

@@ -243,6 +243,10 @@ class ApiServer:
             code = exc.code
             labels = request.get(METRIC_LABELS, labels)
             return _json(exc.status, exc.code)
+        except web.HTTPNotFound:
+            # A request line aiohttp cannot route (CONNECT names an authority, not a path): Go's plain 404.
+            code = 404
+            return _page_not_found()
         except (asyncio.CancelledError, ConnectionResetError):
             code = 499
             raise
@@ -344,9 +348,7 @@ class ApiServer:
         if version and any(t.group == group and t.version == version for t in self.registry):
             not_found = errors.status(404, "NotFound", "the server could not find the requested resource")
             raise ApiError({**not_found, "details": {}})
-        return web.Response(
-            status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8"
-        )
+        return _page_not_found()
 
     def _discovery_root(self, request: web.Request, legacy: bool) -> web.Response:
         """Legacy or aggregated discovery, as the client's Accept asks."""
@@ -630,6 +632,10 @@ class ApiServer:
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+
+
+def _page_not_found() -> web.Response:
+    return web.Response(status=404, text="404 page not found\n", content_type="text/plain", charset="utf-8")
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
