@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from multiqueue.local.apiserver.protowire import len_field, string_field, varint_field
 from multiqueue.local.apiserver.server import ApiServer
-from tests.support.servers import server_config
+from tests.support.servers import server_config, tls_config
 
 JOB = {
     "apiVersion": "batch/v1",
@@ -530,3 +531,29 @@ async def test_a_list_valued_finalizer_on_an_object_being_deleted_is_refused_not
     assert code == 200
     code, _ = await _call(http, "GET", f"{path}/held")
     assert code == 404
+
+
+async def test_over_tls_a_handshake_or_headers_that_never_end_are_cut_off(tmp_path: Path) -> None:
+    """The header deadline holds over HTTPS: for the TLS handshake, and for the headers after it."""
+    state = tmp_path / "state"
+    config = server_config(state, request_header_timeout=0.5, **tls_config(state, "tls"))
+    server = ApiServer(config)
+    await server.start()
+    try:
+        context = ssl.create_default_context(cafile=str(state / "ca.crt"))
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)  # never says hello
+        started = time.monotonic()
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""
+        no_handshake = time.monotonic() - started
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=context)
+        started = time.monotonic()
+        writer.write(b"GET /version HTTP/1.1\r\nHost: localhost\r\n")
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""
+        no_blank_line = time.monotonic() - started
+        writer.close()
+        assert 0.5 <= no_handshake < 2.0 and no_blank_line < 2.0
+    finally:
+        await server.stop()
