@@ -126,9 +126,8 @@ class ApiServer:
         self._backend: Backend | None = None  # from start() on
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
-        self._overdue: set[asyncio.Future[web.StreamResponse]] = (
-            set()
-        )  # handlers still running after their 504
+        # Handlers still running after their request timed out (504).
+        self._overdue: set[asyncio.Future[web.StreamResponse]] = set()
         self._stopping = asyncio.Event()
         self._pod_logs = PodLogs()
         self.port = config.port
