@@ -89,8 +89,13 @@ async def test_pods_driven_through_the_api_complete_the_job(harness: Harness) ->
     await changes.until(
         lambda: all(not p["metadata"].get("finalizers") for p in controller.pods.objects("default"))
     )
-    events, _ = await client.list(EVENTS, "default", field_selector="involvedObject.name=driven")
-    assert {"SuccessfulCreate", "Completed"} <= {e["reason"] for e in events}
+    # Events are recorded without waiting for their commit: watch until both are there.
+    reasons: set[str] = set()
+    async with asyncio.timeout(30):
+        async for event in client.watch(EVENTS, "default", field_selector="involvedObject.name=driven"):
+            reasons.add(str(event["object"].get("reason")))
+            if {"SuccessfulCreate", "Completed"} <= reasons:
+                break
     # What job_controller_job_pods_finished_total and job_controller_jobs_finished_total report: a finalizer
     # comes off only after the status write that counted its pod.
     assert controller.metrics.pods_finished == {("NonIndexed", "succeeded"): 3}

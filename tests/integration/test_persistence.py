@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 from multiqueue.local.apiserver.server import ApiServer
@@ -45,26 +47,45 @@ async def test_objects_and_resource_versions_survive_a_restart(tmp_path: Path) -
         await second.stop()
 
 
-async def test_watch_from_before_a_restart_is_expired(tmp_path: Path) -> None:
+async def test_watch_from_before_a_restart_sees_every_later_event(tmp_path: Path) -> None:
     config = server_config(tmp_path / "state")
     first = ApiServer(config)
     await first.start()
     rtype = _configmaps(first)
     old = await first.rest.create(rtype, "default", {"metadata": {"name": "old"}})
     await first.rest.create(rtype, "default", {"metadata": {"name": "newer"}})
+    await first.rest.delete(rtype, "default", "old", {})
     await first.stop()
     second = ApiServer(config)
     await second.start()
     try:
-        try:
-            second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
-        except Expired:
-            pass
-        else:
-            raise AssertionError("a watch from before the restart must be told to re-list")
-        watcher, backlog = second.store.watch(rtype.key, None, second.store.resource_version)
-        assert backlog == []
+        watcher, backlog = second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
         watcher.close()
+        assert [(e.type, e.obj["metadata"]["name"]) for e in backlog] == [
+            ("ADDED", "newer"),
+            ("DELETED", "old"),
+        ]
+        assert backlog[1].old is not None and backlog[1].old["metadata"] == old["metadata"]
+    finally:
+        await second.stop()
+
+
+async def test_watch_from_before_the_kept_window_is_expired_after_a_restart(tmp_path: Path) -> None:
+    first = ApiServer(server_config(tmp_path / "state"))
+    await first.start()
+    rtype = _configmaps(first)
+    old = await first.rest.create(rtype, "default", {"metadata": {"name": "old"}})
+    for i in range(3):
+        await first.rest.create(rtype, "default", {"metadata": {"name": f"cm-{i}"}})
+    await first.stop()
+    second = ApiServer(server_config(tmp_path / "state", watch_window=2))
+    await second.start()
+    try:
+        with pytest.raises(Expired):
+            second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
+        watcher, backlog = second.store.watch(rtype.key, None, second.store.oldest_watchable)
+        watcher.close()
+        assert [e.obj["metadata"]["name"] for e in backlog] == ["cm-1", "cm-2"]
     finally:
         await second.stop()
 
