@@ -147,7 +147,7 @@ class WatchCache:
         """The committed events of ``resource`` after ``rv``, oldest first; :class:`Expired` when ``rv`` is older
         than the window."""
         if rv < self.oldest_watchable:
-            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable + 1})")
+            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable})")
         return [
             e
             for e in self._window
