@@ -101,3 +101,18 @@ async def test_nothing_is_written_on_an_invalid_request(apiserver: ApiServer) ->
     else:
         raise AssertionError("an invalid Job must be refused")
     assert apiserver.store.resource_version == before
+
+
+async def test_the_database_and_its_wal_are_private(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    (state / "objects.db").touch(mode=0o644)  # as an older version left it
+    server = ApiServer(server_config(state))
+    await server.start()
+    try:
+        await server.rest.create(_configmaps(server), "default", {"metadata": {"name": "secret-ish"}})
+        modes = {p.name: p.stat().st_mode & 0o777 for p in state.iterdir() if p.name.startswith("objects.db")}
+        assert modes == {"objects.db": 0o600, "objects.db-wal": 0o600, "objects.db-shm": 0o600}
+        assert state.stat().st_mode & 0o777 == 0o700
+    finally:
+        await server.stop()
