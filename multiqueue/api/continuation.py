@@ -3,7 +3,8 @@
 A token is unpadded URL-safe base64 of ``{"v":"meta.k8s.io/v1","rv":<resourceVersion>,"start":"<key>\\u0000"}``,
 where the key is ``namespace/name`` (``name`` for cluster-scoped kinds) of the last item sent: the next page
 starts after it. A token a client mangled is refused with the words kube-apiserver uses, which carry the Go
-decoder's own error (``illegal base64 data at input byte 3``, ``invalid character ...``).
+decoder's own error (``illegal base64 data at input byte 3``, ``invalid character ...``). A token's resourceVersion
+is the snapshot every page lists; -1 (in the token of a 410 for a snapshot too old) means "the latest".
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ import posixpath
 from typing import Final
 
 from multiqueue.api import godecode
+from multiqueue.api.errors import status
+from multiqueue.api.types import Obj
 
 VERSION: Final = "meta.k8s.io/v1"
+LATEST: Final = -1
 _NOT_VALID: Final = "continue key is not valid"
+TOO_OLD: Final = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
 
 
 class ContinueError(ValueError):
@@ -58,3 +68,11 @@ def decode(token: str) -> tuple[int, str, str]:
     key = rooted[1:].removesuffix("\x00")
     namespace, _, name = key.rpartition("/")
     return rv, namespace, name
+
+
+def too_old_status(namespace: str, name: str) -> Obj:
+    """The 410 for a token whose snapshot left the watch window; it carries a token that lists the rest as of
+    now."""
+    body = status(410, "Expired", TOO_OLD)
+    body["metadata"] = {"continue": encode(LATEST, namespace, name)}
+    return body

@@ -12,12 +12,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from multiqueue.api.errors import FieldError, forbidden, invalid_status, not_supported
+from multiqueue.api.errors import FieldError, forbidden, invalid_status, not_supported, status
 from multiqueue.api.query import flag
 from multiqueue.api.types import Obj
 
 EXACT: Final = "Exact"
 NOT_OLDER_THAN: Final = "NotOlderThan"
+# How long upstream's watch cache waits for a resourceVersion it has not reached before it answers "too large",
+# and the retry it then suggests.
+FRESHNESS_WAIT: Final = 3.0
+TOO_LARGE_RETRY_SECONDS: Final = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,3 +120,24 @@ def errors(options: ListOptions) -> list[FieldError]:
 def invalid(found: list[FieldError]) -> Obj:
     """The 422 Status for ``found``."""
     return invalid_status("ListOptions", "meta.k8s.io", "", found)
+
+
+def page_size(resource_version: str, limit: int) -> int:
+    """Items per page, 0 for all: a limit of 0 or less pages nothing, and upstream's watch cache ignores the
+    limit of a LIST at resourceVersion "0"."""
+    return 0 if limit <= 0 or resource_version == "0" else limit
+
+
+def lists_exactly(options: ListOptions, limit: int) -> bool:
+    """Whether a LIST shows the objects exactly at its resourceVersion: resourceVersionMatch=Exact, or the
+    legacy form, a paged LIST that names a resourceVersion."""
+    if options.resource_version_match == EXACT:
+        return True
+    return not options.resource_version_match and not options.legacy_version and limit > 0
+
+
+def too_large_status(requested: int, current: int) -> Obj:
+    """The 504 for a resourceVersion the server has not reached after :data:`FRESHNESS_WAIT`."""
+    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    message = f"Timeout: Too large resource version: {requested}, current: {current}"
+    return status(504, "Timeout", message, {"causes": [cause], "retryAfterSeconds": TOO_LARGE_RETRY_SECONDS})

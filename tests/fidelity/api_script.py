@@ -688,6 +688,54 @@ class Group:
         return f"{PREFIX}{self.name}"
 
 
+def _paging_steps() -> list[Action]:
+    """List paging and freshness on a kind no controller adds to: limits upstream pages nothing for, and
+    resourceVersions the server has not reached (answered after upstream's 3 s wait)."""
+    base = "/api/v1/namespaces/{ns}/secrets"
+    future = "999999999"
+    made = [
+        Step(f"paging/create-{i}", "POST", base, body={"metadata": {"name": f"s{i}"}, "data": {"k": "dg=="}})
+        for i in range(3)
+    ]
+    return [
+        *made,
+        Step("paging/list-limit-negative", "GET", base, query={"limit": "-1"}),
+        Step("paging/list-limit-zero", "GET", base, query={"limit": "0"}),
+        Step("paging/list-limit-at-0", "GET", base, query={"limit": "1", "resourceVersion": "0"}),
+        Step(
+            "paging/list-limit", "GET", base, query={"limit": "2"}, capture={"continue": "metadata.continue"}
+        ),
+        Step("paging/list-continue", "GET", base, query={"limit": "2", "continue": "{continue}"}),
+        Step(
+            "paging/list-continue-with-version",
+            "GET",
+            base,
+            query={"limit": "2", "continue": "{continue}", "resourceVersion": "1"},
+        ),
+        Step("paging/list-future", "GET", base, query={"resourceVersion": future}),
+        Step(
+            "paging/list-future-exact",
+            "GET",
+            base,
+            query={"resourceVersion": future, "resourceVersionMatch": "Exact"},
+        ),
+        Step(
+            "paging/watch-future-initial",
+            "GET",
+            base,
+            query={
+                "watch": "true",
+                "resourceVersion": future,
+                "sendInitialEvents": "true",
+                "resourceVersionMatch": "NotOlderThan",
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "10",
+            },
+            watch=True,
+        ),
+    ]
+
+
 def _namespace_create(group: str) -> Step:
     return Step(
         f"{group}/namespace-create", "POST", "/api/v1/namespaces", body={"metadata": {"name": "{ns}"}}
@@ -700,6 +748,7 @@ def groups() -> list[Group]:
         Group("namespace", tuple(_namespace_steps())),
         Group("paths", tuple(_path_steps())),
         Group("node", tuple(_node_steps())),
+        Group("paging", tuple(_paging_steps())),
     ]
     for kind in KINDS:
         actions: list[Action] = []

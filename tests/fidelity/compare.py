@@ -21,6 +21,7 @@ import yaml
 TIME: Final = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 UID_ANYWHERE: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 RV_IN_RECORD: Final = re.compile(r"(ResourceVersion in record )\(\d+\)")
+CURRENT_RV: Final = re.compile(r"(Too large resource version: \d+, current: )\d+")
 VOLATILE_META: Final = ("uid", "resourceVersion", "creationTimestamp", "selfLink", "deletionTimestamp")
 DIFFERENCES: Final = Path(__file__).with_name("differences.yaml")
 
@@ -55,6 +56,7 @@ def _scrub(value: Any, generated: Mapping[str, str]) -> Any:
             return "<time>"
         value = UID_ANYWHERE.sub("<uid>", value)
         value = RV_IN_RECORD.sub(r"\1(<resourceVersion>)", value)
+        value = CURRENT_RV.sub(r"\1<resourceVersion>", value)
         for name, placeholder in generated.items():
             value = value.replace(name, placeholder)
         return value

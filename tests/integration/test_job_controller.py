@@ -89,13 +89,13 @@ async def test_pods_driven_through_the_api_complete_the_job(harness: Harness) ->
     await changes.until(
         lambda: all(not p["metadata"].get("finalizers") for p in controller.pods.objects("default"))
     )
-    # The recorder sends events on its own: wait for the last one (no informer watches Events here).
-    async with asyncio.timeout(10):
-        while True:
-            events, _ = await client.list(EVENTS, "default", field_selector="involvedObject.name=driven")
-            if {"SuccessfulCreate", "Completed"} <= {e["reason"] for e in events}:
+    # Events are recorded without waiting for their commit: watch until both are there.
+    reasons: set[str] = set()
+    async with asyncio.timeout(30):
+        async for event in client.watch(EVENTS, "default", field_selector="involvedObject.name=driven"):
+            reasons.add(str(event["object"].get("reason")))
+            if {"SuccessfulCreate", "Completed"} <= reasons:
                 break
-            await asyncio.sleep(0.02)
     # What job_controller_job_pods_finished_total and job_controller_jobs_finished_total report: a finalizer
     # comes off only after the status write that counted its pod.
     assert controller.metrics.pods_finished == {("NonIndexed", "succeeded"): 3}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
 from multiqueue.local.apiserver.server import ApiServer
@@ -45,26 +47,45 @@ async def test_objects_and_resource_versions_survive_a_restart(tmp_path: Path) -
         await second.stop()
 
 
-async def test_watch_from_before_a_restart_is_expired(tmp_path: Path) -> None:
+async def test_watch_from_before_a_restart_sees_every_later_event(tmp_path: Path) -> None:
     config = server_config(tmp_path / "state")
     first = ApiServer(config)
     await first.start()
     rtype = _configmaps(first)
     old = await first.rest.create(rtype, "default", {"metadata": {"name": "old"}})
     await first.rest.create(rtype, "default", {"metadata": {"name": "newer"}})
+    await first.rest.delete(rtype, "default", "old", {})
     await first.stop()
     second = ApiServer(config)
     await second.start()
     try:
-        try:
-            second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
-        except Expired:
-            pass
-        else:
-            raise AssertionError("a watch from before the restart must be told to re-list")
-        watcher, backlog = second.store.watch(rtype.key, None, second.store.resource_version)
-        assert backlog == []
+        watcher, backlog = second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
         watcher.close()
+        assert [(e.type, e.obj["metadata"]["name"]) for e in backlog] == [
+            ("ADDED", "newer"),
+            ("DELETED", "old"),
+        ]
+        assert backlog[1].old is not None and backlog[1].old["metadata"] == old["metadata"]
+    finally:
+        await second.stop()
+
+
+async def test_watch_from_before_the_kept_window_is_expired_after_a_restart(tmp_path: Path) -> None:
+    first = ApiServer(server_config(tmp_path / "state"))
+    await first.start()
+    rtype = _configmaps(first)
+    old = await first.rest.create(rtype, "default", {"metadata": {"name": "old"}})
+    for i in range(3):
+        await first.rest.create(rtype, "default", {"metadata": {"name": f"cm-{i}"}})
+    await first.stop()
+    second = ApiServer(server_config(tmp_path / "state", watch_window=2))
+    await second.start()
+    try:
+        with pytest.raises(Expired):
+            second.store.watch(rtype.key, None, int(old["metadata"]["resourceVersion"]))
+        watcher, backlog = second.store.watch(rtype.key, None, second.store.oldest_watchable)
+        watcher.close()
+        assert [e.obj["metadata"]["name"] for e in backlog] == ["cm-1", "cm-2"]
     finally:
         await second.stop()
 
@@ -80,3 +101,18 @@ async def test_nothing_is_written_on_an_invalid_request(apiserver: ApiServer) ->
     else:
         raise AssertionError("an invalid Job must be refused")
     assert apiserver.store.resource_version == before
+
+
+async def test_the_database_and_its_wal_are_private(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    (state / "objects.db").touch(mode=0o644)  # as an older version left it
+    server = ApiServer(server_config(state))
+    await server.start()
+    try:
+        await server.rest.create(_configmaps(server), "default", {"metadata": {"name": "secret-ish"}})
+        modes = {p.name: p.stat().st_mode & 0o777 for p in state.iterdir() if p.name.startswith("objects.db")}
+        assert modes == {"objects.db": 0o600, "objects.db-wal": 0o600, "objects.db-shm": 0o600}
+        assert state.stat().st_mode & 0o777 == 0o700
+    finally:
+        await server.stop()

@@ -86,3 +86,10 @@ def test_bad_tokens(token: str, message: str) -> None:
     with pytest.raises(continuation.ContinueError) as caught:
         continuation.decode(token)
     assert str(caught.value) == message
+
+
+def test_a_too_old_token_is_answered_with_one_that_continues_as_of_now() -> None:
+    status = continuation.too_old_status("default", "b")
+    assert (status["code"], status["reason"]) == (410, "Expired")
+    assert status["message"].startswith("The provided continue parameter is too old")
+    assert continuation.decode(status["metadata"]["continue"]) == (continuation.LATEST, "default", "b")

@@ -94,3 +94,48 @@ def test_the_status_names_list_options_of_meta() -> None:
     assert status["message"] == (
         'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list'
     )
+
+
+@pytest.mark.parametrize(
+    ("resource_version", "limit", "page"),
+    [
+        ("", 0, 0),
+        ("", -1, 0),  # upstream pages nothing: the whole list, no continue, no remainingItemCount
+        ("", 5, 5),
+        ("12", 5, 5),
+        ("0", 5, 0),  # the watch cache ignores the limit of a LIST at "0"
+    ],
+)
+def test_page_size(resource_version: str, limit: int, page: int) -> None:
+    assert listoptions.page_size(resource_version, limit) == page
+
+
+@pytest.mark.parametrize(
+    ("options", "limit", "exact"),
+    [
+        (ListOptions(resource_version="7", resource_version_match="Exact"), 0, True),
+        (ListOptions(resource_version="7", resource_version_match="NotOlderThan"), 5, False),
+        (ListOptions(resource_version="7"), 5, True),  # the legacy form of an exact, paged LIST
+        (ListOptions(resource_version="7"), 0, False),
+        (ListOptions(resource_version="0"), 5, False),
+        (ListOptions(), 5, False),
+    ],
+)
+def test_lists_exactly(options: ListOptions, limit: int, exact: bool) -> None:
+    assert listoptions.lists_exactly(options, limit) is exact
+
+
+def test_too_large_status_is_upstreams_timeout() -> None:
+    assert listoptions.too_large_status(90, 12) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Timeout: Too large resource version: 90, current: 12",
+        "reason": "Timeout",
+        "details": {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+        "code": 504,
+    }

@@ -29,14 +29,15 @@ class Backend:
     async def open(
         cls,
         path: Path | None,
-        window: int,
+        window: tuple[int, int],
         registry: Registry,
         clock: Callable[[], datetime],
         ca_pem: str | None = None,
     ) -> Backend:
-        """Open the store at ``path`` (None: in memory only) and start the controllers beside it; ``ca_pem`` is
-        the CA published in every namespace (none without TLS)."""
-        store = await Store.open(path, window)
+        """Open the store at ``path`` (None: in memory only), its watch window bounded by ``window`` (events,
+        bytes), and start the controllers beside it; ``ca_pem`` is the CA published in every namespace (none
+        without TLS)."""
+        store = await Store.open(path, *window)
         rest = Rest(store, registry, clock)
         crds = CrdController(store, registry, rest, clock)
         crds.start()

@@ -74,7 +74,7 @@ class CrdController:
         if event.type == "DELETED":
             removed, self._removed = self._removed, []
             for rtype in removed:
-                for obj in self.store.list_objects(rtype.key):
+                for obj in self.store.list_latest(rtype.key):
                     meta = metadata(obj)
                     await self.store.remove(
                         rtype.key, str(meta.get("namespace") or ""), str(meta.get("name"))
@@ -113,15 +113,13 @@ class CrdController:
             if as_dict(v).get("storage")
         ]
         rtype = self.registry.by_key(CRD_KEY)[0]
-        # Serve the kind before the write that says Established: reads see a write as soon as it is applied,
-        # before its commit event, so serving on the event alone would leave a moment of 404s.
-        self.registry.apply_crd(updated)
+        # Clients see the write that says Established only at its commit, when the listener above serves the kind.
         await self.rest.update(rtype, "", name, updated, subresource="status", manager="kube-apiserver")
 
     async def _clean_up(self, crd: Obj) -> None:
         """A definition being deleted: its objects go first, then its finalizer, and with it the definition."""
         for rtype in crd_types(crd)[:1]:
-            for obj in self.store.list_objects(rtype.key):
+            for obj in self.store.list_latest(rtype.key):
                 meta = metadata(obj)
                 await self.store.remove(rtype.key, str(meta.get("namespace") or ""), str(meta.get("name")))
         await self.rest.remove_finalizer(self.registry.by_key(CRD_KEY)[0], crd, CLEANUP_FINALIZER)

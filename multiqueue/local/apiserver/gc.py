@@ -165,7 +165,7 @@ class GarbageCollector:
         # A CRD served in several versions stores its objects once: visit each storage key once.
         types = {t.key: t for t in self.registry if t.namespaced}
         for rtype in types.values():
-            for obj in self.store.list_objects(rtype.key, name):
+            for obj in self.store.list_latest(rtype.key, name):
                 remaining += 1
                 if not metadata(obj).get("deletionTimestamp"):
                     await self._delete(rtype, obj, BACKGROUND)

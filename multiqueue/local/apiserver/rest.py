@@ -22,7 +22,7 @@ from multiqueue.local.apiserver import gojson
 from multiqueue.local.apiserver.openapi import kind_structure
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.store import Store
+from multiqueue.local.apiserver.store import Expired, Store
 from multiqueue.local.apiserver.strategies import BACKGROUND, FOREGROUND, ORPHAN, Strategy
 
 ORPHAN_FINALIZER: Final = "orphan"
@@ -91,19 +91,28 @@ class Rest:
         continue_token: str = "",
         at: int | None = None,
     ) -> Obj:
-        """``at``: the objects as they were at that resourceVersion (resourceVersionMatch=Exact)."""
+        """``at``: the objects as they were at that resourceVersion (resourceVersionMatch=Exact). A continued
+        LIST shows the snapshot its first page showed, or is a 410 once that left the watch window."""
         matches = self.matcher(rtype, label_selector, field_selector)
-        start = _decode_continue(continue_token) if continue_token else None
+        start = None
+        if continue_token:
+            token_rv, start = decode_continue(continue_token)
+            at = token_rv if token_rv != continuation.LATEST else None
         scope = namespace if rtype.namespaced else None
         rv = self.store.resource_version if at is None else at
         items: list[Obj] = []
         remaining = 0
         next_token = ""
-        listed = (
-            self.store.list_objects(rtype.key, scope)
-            if at is None
-            else self.store.objects_at(rtype.key, scope, at)
-        )
+        try:
+            listed = (
+                self.store.list_objects(rtype.key, scope)
+                if at is None
+                else self.store.objects_at(rtype.key, scope, at)
+            )
+        except Expired:
+            if start is None:
+                raise
+            raise ApiError(continuation.too_old_status(*start)) from None
         for obj in listed:
             meta = metadata(obj)
             key = (str(meta.get("namespace") or ""), str(meta.get("name")))
@@ -111,11 +120,11 @@ class Rest:
                 continue
             if not matches(obj):
                 continue
-            if limit and len(items) >= limit:
+            if limit > 0 and len(items) >= limit:
                 remaining += 1
                 continue
             items.append(self._list_item(rtype, obj))
-            if limit and len(items) == limit:
+            if limit > 0 and len(items) == limit:
                 next_token = continuation.encode(rv, *key)
         list_meta: Obj = {"resourceVersion": str(rv)}
         if rtype.schema is not None:
@@ -218,7 +227,7 @@ class Rest:
         prefix = prefix[: 63 - 5]
         for _ in range(8):
             candidate = prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
-            if self.store.get(rtype.key, namespace if rtype.namespaced else "", candidate) is None:
+            if self.store.latest(rtype.key, namespace if rtype.namespaced else "", candidate) is None:
                 return candidate
         raise _error(409, "AlreadyExists", f"no unique name could be generated from {prefix!r}")
 
@@ -233,7 +242,7 @@ class Rest:
 
     def _check_creatable_in(self, rtype: ResourceType, namespace: str, name: str) -> None:
         if rtype.namespaced:
-            ns = self.store.get("namespaces", "", namespace)
+            ns = self.store.latest("namespaces", "", namespace)
             if ns is None:
                 raise ApiError(errors.not_found_status("namespaces", "", namespace))
             if metadata(ns).get("deletionTimestamp"):
@@ -244,7 +253,7 @@ class Rest:
                     "because it is being terminated",
                     {"name": name, "group": rtype.group, "kind": rtype.plural},
                 )
-        if self.store.get(rtype.key, namespace if rtype.namespaced else "", name) is not None:
+        if self.store.latest(rtype.key, namespace if rtype.namespaced else "", name) is not None:
             raise ApiError(errors.already_exists_status(rtype.plural, rtype.group, name))
 
     # --- update and patch ------------------------------------------------------------------------------------
@@ -322,7 +331,7 @@ class Rest:
         force: bool,
     ) -> tuple[Obj, bool]:
         """Server-side apply of ``config`` as ``manager``; the object, and whether it was created."""
-        current = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        current = self.store.latest(rtype.key, namespace if rtype.namespaced else "", name)
         if current is None and subresource:
             raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
         zero = {
@@ -402,7 +411,7 @@ class Rest:
     ) -> tuple[Obj, bool]:
         """A PUT: an update, or a create for kinds that allow it when nothing has the name; whether it created."""
         key = (namespace if rtype.namespaced else "", name)
-        missing = self.store.get(rtype.key, *key) is None
+        missing = self.store.latest(rtype.key, *key) is None
         if missing and not subresource and self.registry.strategy(rtype).allow_create_on_update:
             decoded = self._decode_body(rtype, body)
             meta = as_dict(decoded.get("metadata"))
@@ -413,10 +422,10 @@ class Rest:
         return await self.update(rtype, namespace, name, body, subresource, dry_run, manager), False
 
     def _peers(self, rtype: ResourceType) -> Callable[[], list[Obj]]:
-        return lambda: self.store.list_objects(rtype.key)
+        return lambda: self.store.list_latest(rtype.key)
 
     def _current(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
-        obj = self.store.get(rtype.key, namespace if rtype.namespaced else "", name)
+        obj = self.store.latest(rtype.key, namespace if rtype.namespaced else "", name)
         if obj is None:
             raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
         return obj
@@ -563,7 +572,7 @@ class Rest:
 
     async def remove_finalizer(self, rtype: ResourceType, obj: Obj, finalizer: str) -> None:
         """Used by the garbage collector once it has done what a system finalizer promises."""
-        current = self.store.get(
+        current = self.store.latest(
             rtype.key, str(metadata(obj).get("namespace") or ""), str(metadata(obj).get("name"))
         )
         if current is None or finalizer not in _finalizers(current):
@@ -579,7 +588,7 @@ class Rest:
     async def finalize_namespace(self, name: str) -> None:
         """The namespace is empty: drop its ``kubernetes`` finalizer so it can go."""
         rtype = self.registry.by_key("namespaces")[0]
-        current = self.store.get("namespaces", "", name)
+        current = self.store.latest("namespaces", "", name)
         if current is None or not _namespace_finalizers(rtype, current):
             return
         updated = copy.deepcopy(current)
@@ -735,9 +744,11 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _decode_continue(token: str) -> tuple[str, str]:
+def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """A continue token's snapshot resourceVersion and the (namespace, name) its page starts after; 400 when
+    it cannot be used."""
     try:
-        _, namespace, name = continuation.decode(token)
+        rv, namespace, name = continuation.decode(token)
     except continuation.ContinueError as exc:
         raise _error(400, "BadRequest", f"invalid continue token: {exc}") from exc
-    return (namespace, name)
+    return rv, (namespace, name)

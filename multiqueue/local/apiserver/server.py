@@ -44,8 +44,8 @@ from multiqueue.local.apiserver.metrics import RequestMetrics
 from multiqueue.local.apiserver.podlog import PodLogs
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest
-from multiqueue.local.apiserver.store import DEFAULT_WINDOW, Expired, Store
+from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest, decode_continue
+from multiqueue.local.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Expired, Store
 from multiqueue.local.files import private_dirs
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class ServerConfig:
     port: int = 0
     state_dir: Path | None = None
     watch_window: int = DEFAULT_WINDOW
+    watch_window_bytes: int = DEFAULT_WINDOW_BYTES
     bookmark_interval: float = 60.0
     # Serve HTTPS with this certificate and key (kubectl sends bearer tokens only over TLS).
     tls_cert_file: Path | None = None
@@ -156,7 +157,8 @@ class ApiServer:
             path = self.config.state_dir / "objects.db"
         ca_file = self.config.ca_file
         ca_pem = await asyncio.to_thread(ca_file.read_text) if ca_file is not None else None
-        self._backend = await Backend.open(path, self.config.watch_window, self.registry, self.clock, ca_pem)
+        window = (self.config.watch_window, self.config.watch_window_bytes)
+        self._backend = await Backend.open(path, window, self.registry, self.clock, ca_pem)
         await self._bootstrap()
         app = web.Application(middlewares=[self._middleware])
         app[BODY_LIMITS] = BodyLimits(self.config.max_request_bytes, self.config.request_body_timeout)
@@ -448,15 +450,17 @@ class ApiServer:
             found = listoptions.errors(list_options)
             if found:
                 raise ApiError(listoptions.invalid(found))
+            limit = _int(query.get("limit"), 0)
+            at = await self._list_version(list_options, limit)
             try:
                 listing = rest.list_collection(
                     rtype,
                     namespace or None,
                     query.get("labelSelector", ""),
                     _with_name(query.get("fieldSelector", ""), name),
-                    _int(query.get("limit"), 0),
-                    query.get("continue", ""),
-                    self._list_version(list_options),
+                    listoptions.page_size(list_options.resource_version, limit),
+                    list_options.continue_token,
+                    at,
                 )
             except Expired as exc:
                 raise ApiError(errors.gone_status(LIST_TOO_OLD)) from exc
@@ -531,20 +535,31 @@ class ApiServer:
             return _json(listing)
         raise _method_not_allowed()
 
-    def _list_version(self, options: listoptions.ListOptions) -> int | None:
-        """The resourceVersion a LIST must show (Exact), or None for now; a version this server has not reached
-        is a 504, as upstream answers once it gave up waiting for it."""
+    async def _list_version(self, options: listoptions.ListOptions, limit: int) -> int | None:
+        """The resourceVersion a LIST must show exactly, or None for the newest state. A version this server
+        has not reached is waited for a while, then a 504, as upstream's watch cache answers."""
+        if options.continue_token:
+            decode_continue(options.continue_token)
+            if not options.legacy_version:
+                raise ApiError(
+                    errors.bad_request_status(
+                        "specifying resource version is not allowed when using continue"
+                    )
+                )
+            return None
         if options.legacy_version:
             return None
         requested = _int(options.resource_version, 0)
-        current = self.store.resource_version
-        if requested > current:
-            message = f"Timeout: Too large resource version: {requested}, current: {current}"
-            cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-            raise ApiError(
-                errors.status(504, "Timeout", message, {"causes": [cause], "retryAfterSeconds": 1})
-            )
-        return requested if options.resource_version_match == listoptions.EXACT else None
+        await self._wait_for_version(requested)
+        return requested if listoptions.lists_exactly(options, limit) else None
+
+    async def _wait_for_version(self, requested: int) -> None:
+        """Return once ``requested`` is committed; an ApiError (504) if it is not within upstream's wait."""
+        try:
+            async with asyncio.timeout(listoptions.FRESHNESS_WAIT):
+                await self.store.wait_for(requested)
+        except TimeoutError:
+            raise ApiError(listoptions.too_large_status(requested, self.store.resource_version)) from None
 
     def _respond_object(
         self, request: web.Request, rtype: ResourceType, obj: Obj, code: int = 200
@@ -610,14 +625,18 @@ class ApiServer:
             timeout,
             self.config.bookmark_interval,
         )
-        # Taken after the headers went out, so the objects listed and the events after them meet exactly.
         initial = bool(options.send_initial_events)
-        since = self.store.resource_version if initial or requested < 0 else requested
         task = asyncio.current_task()
         if task is not None:
             self._watch_tasks.add(task)
         try:
+            if initial and requested > 0:
+                await self._wait_for_version(requested)  # the objects sent first must be at least this new
+            # Taken after the headers went out, so the objects listed and the events after them meet exactly.
+            since = self.store.resource_version if initial or requested < 0 else requested
             await stream.run(since, initial)
+        except ApiError as exc:
+            await _send(response, {"type": "ERROR", "object": exc.status})
         except Expired as exc:
             await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
         except (ConnectionResetError, asyncio.CancelledError):

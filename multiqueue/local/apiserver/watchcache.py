@@ -2,7 +2,8 @@
 and the open watches and listeners they are fanned out to (upstream's watch cache).
 
 Events arrive here only after their commit, in resourceVersion order; a watch that asks for a resourceVersion
-older than the window gets :class:`Expired` (the server's 410).
+older than the window gets :class:`Expired` (the server's 410). The window is bounded by a number of events and by
+the bytes of their objects, so a large object written many times cannot hold more than the budget in memory.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from multiqueue.api.types import Obj
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW: Final = 20_000
+DEFAULT_WINDOW_BYTES: Final = 32 * 1024 * 1024
 WATCHER_QUEUE_LIMIT: Final = 50_000
 
 
@@ -35,6 +37,8 @@ class Event:
     rv: int
     # The object before this change (None for ADDED): lets the garbage collector see removed owner references.
     old: Obj | None = None
+    # What the event weighs against the window's byte budget: the length of its objects' JSON.
+    size: int = 0
 
     @property
     def namespace(self) -> str:
@@ -81,18 +85,26 @@ class Watcher:
 
 
 class WatchCache:
-    """The last ``window`` committed events of every resource, and who is told of the next ones."""
+    """The last committed events of every resource (at most ``window`` of them and ``window_bytes`` of objects),
+    and who is told of the next ones."""
 
-    def __init__(self, window: int = DEFAULT_WINDOW) -> None:
-        self._window: collections.deque[Event] = collections.deque(maxlen=max(1, window))
-        self._base_rv = 0  # the resourceVersion at start-up: older events are not in the window
+    def __init__(self, window: int = DEFAULT_WINDOW, window_bytes: int = DEFAULT_WINDOW_BYTES) -> None:
+        self._count = max(1, window)
+        self._budget = window_bytes
+        self._window: collections.deque[Event] = collections.deque()
+        self._bytes = 0
         self._last_rv = 0  # the newest event published, of any resource
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # (resourceVersion, woken once it is here)
 
-    def start_at(self, rv: int) -> None:
-        """The store holds everything up to ``rv`` and no event of it: watches may start there."""
-        self._base_rv = rv
+    def start_at(self, rv: int, history: list[Event]) -> None:
+        """The store holds everything up to ``rv``; ``history`` (oldest first) is what survives of the events
+        before it, so watches may resume from the first of them on."""
+        self._window.clear()
+        self._bytes = 0
+        for event in history:
+            self._record(event)
         self._last_rv = rv
 
     @property
@@ -103,10 +115,19 @@ class WatchCache:
 
     @property
     def oldest_watchable(self) -> int:
-        """Watches may start from this resourceVersion or any later one."""
-        if len(self._window) == self._window.maxlen:
-            return self._window[0].rv - 1
-        return self._base_rv
+        """Watches may start from this resourceVersion or any later one: every event after it is in the window."""
+        return self._window[0].rv - 1 if self._window else self._last_rv
+
+    async def wait_for(self, rv: int) -> None:
+        """Return once an event at or after ``rv`` has been published (at once if one has)."""
+        if self._last_rv >= rv:
+            return
+        entry = (rv, asyncio.get_running_loop().create_future())
+        self._waiting.append(entry)
+        try:
+            await entry[1]
+        finally:
+            self._waiting.remove(entry)
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         """Called with every committed event of every resource."""
@@ -126,7 +147,7 @@ class WatchCache:
         """The committed events of ``resource`` after ``rv``, oldest first; :class:`Expired` when ``rv`` is older
         than the window."""
         if rv < self.oldest_watchable:
-            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable + 1})")
+            raise Expired(f"too old resource version: {rv} ({self.oldest_watchable})")
         return [
             e
             for e in self._window
@@ -135,8 +156,11 @@ class WatchCache:
 
     def publish(self, event: Event) -> None:
         """Record a committed event and hand it to every watcher of its resource and every listener."""
-        self._window.append(event)
+        self._record(event)
         self._last_rv = event.rv
+        for rv, woken in self._waiting:
+            if rv <= event.rv and not woken.done():
+                woken.set_result(None)
         for watcher in list(self._watchers.get(event.resource, ())):
             watcher._offer(event)
         for listener in self._listeners:
@@ -144,6 +168,14 @@ class WatchCache:
                 listener(event)
             except Exception:
                 log.exception("store listener failed on %s %s", event.type, event.resource)
+
+    def _record(self, event: Event) -> None:
+        """Keep ``event``, letting the oldest go while the window is over either bound (the newest one stays,
+        whatever it weighs)."""
+        self._window.append(event)
+        self._bytes += event.size
+        while len(self._window) > 1 and (len(self._window) > self._count or self._bytes > self._budget):
+            self._bytes -= self._window.popleft().size
 
     def end_all(self) -> None:
         """End every open watch (the store is closing)."""
