@@ -17,8 +17,21 @@ _NEWLINES: Final = (0x0A, 0x0D)
 _SHORT_ESCAPES: Final = {7: "\\a", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v"}
 
 
+# How deeply a request body or a stored object may nest objects and arrays. kube-apiserver's Go decoder allows
+# 10,000 levels; this server recurses over objects (copies, field sets, pruning), so it stops well inside Python's
+# recursion limit, far deeper than any Kubernetes object or CRD schema nests.
+MAX_DEPTH: Final = 200
+
+
 class DecodeError(ValueError):
     """Bad input; the text is Go's."""
+
+
+class TooDeep(DecodeError):
+    """Valid JSON nested deeper than this server takes."""
+
+    def __init__(self, max_depth: int) -> None:
+        super().__init__(f"exceeded max depth of {max_depth}")
 
 
 def b64decode(text: bytes, *, url: bool = False, padded: bool = True) -> bytes:
@@ -74,12 +87,46 @@ def _decoded(kept: bytearray, url: bool) -> bytes:
     return base64.urlsafe_b64decode(padded) if url else base64.b64decode(padded)
 
 
-def json_loads(data: bytes) -> Any:
-    """The JSON value in ``data``; raises :class:`DecodeError` with Go's syntax error for invalid JSON."""
-    problem = json_syntax_error(data)
-    if problem:
-        raise DecodeError(problem)
-    return json.loads(data.decode("utf-8", errors="replace"))
+def json_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value in ``data``; raises :class:`DecodeError` with Go's syntax error for invalid JSON, and for a
+    value nested deeper than ``max_depth``.
+
+    Python's C decoder reads what Go reads, but for NaN and Infinity (refused here) and invalid UTF-8 (which Go
+    replaces); Go's scanner, a byte at a time in Python, runs only to explain a body that failed."""
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+    except RecursionError:
+        raise TooDeep(max_depth) from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, and NaN or Infinity
+        problem = json_syntax_error(data)
+        if problem:
+            raise DecodeError(problem) from None
+        try:
+            value = json.loads(data.decode("utf-8", errors="replace"))
+        except RecursionError:
+            raise TooDeep(max_depth) from None
+    # A value cannot nest deeper than it has brackets, so most bodies skip the walk.
+    if data.count(b"[") + data.count(b"{") > max_depth and nesting_depth(value) > max_depth:
+        raise TooDeep(max_depth)
+    return value
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply objects and arrays nest in ``value`` (a scalar: 0, ``{}``: 1), found without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 # The states of Go's encoding/json scanner, by what they wait for; each names the words of its error.

@@ -138,6 +138,39 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     return errs
 
 
+def validate_owner_references(refs: Any, path: str) -> list[FieldError]:
+    """Upstream's ValidateOwnerReferences: each reference names its owner in full; one controller at most."""
+    errs: list[FieldError] = []
+    controller = ""
+    for index, ref in enumerate(as_list(refs)):
+        ref = as_dict(ref)
+        for key, what in (("apiVersion", "version"), ("kind", "kind"), ("name", "name"), ("uid", "uid")):
+            if not ref.get(key):
+                errs.append(
+                    invalid(f"{path}[{index}].{key}", str(ref.get(key) or ""), f"{what} must not be empty")
+                )
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+            if controller:
+                detail = (
+                    'Only one reference can have Controller set to true. Found "true" in references for '
+                    f"{controller} and {current}"
+                )
+                errs.append(invalid(path, refs, detail))
+            else:
+                controller = current
+    return errs
+
+
+def validate_finalizers(finalizers: Any, path: str) -> list[FieldError]:
+    """Upstream's ValidateFinalizers: each a qualified name, and not both orphan and foreground."""
+    names = [str(f) for f in as_list(finalizers)]
+    errs = [invalid(path, name, message) for name in names for message in qualified_name_errors(name)]
+    if "orphan" in names and "foregroundDeletion" in names:
+        errs.append(invalid(path, names, "finalizer orphan and foregroundDeletion cannot be both set"))
+    return errs
+
+
 def path_segment_name_errors(value: str) -> list[str]:
     """The least any name must be, since it is a segment of the object's URL (Events need no more)."""
     if value in (".", ".."):
@@ -177,6 +210,8 @@ def validate_object_meta(
         errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
     errs += validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    errs += validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences")
+    errs += validate_finalizers(meta.get("finalizers"), f"{path}.finalizers")
     return errs
 
 
@@ -190,6 +225,8 @@ def validate_object_meta_update(new: Any, old: Any, path: str = "metadata") -> l
             errs.append(immutable(f"{path}.{key}", new_meta.get(key)))
     errs += validate_labels(new_meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(new_meta.get("annotations"), f"{path}.annotations")
+    errs += validate_owner_references(new_meta.get("ownerReferences"), f"{path}.ownerReferences")
+    errs += validate_finalizers(new_meta.get("finalizers"), f"{path}.finalizers")
     return errs
 
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
+from multiqueue.api.godecode import MAX_DEPTH, TooDeep, nesting_depth
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import Obj
 
@@ -121,12 +123,13 @@ def list_strategy(group: str, kind: str, path: str) -> str | None:
 
 class PatchError(Exception):
     """A patch that cannot be applied: ``code`` 400 (``BadRequest``) for a malformed body, 422 (``Invalid``)
-    for a well-formed patch that does not fit the object, which is how upstream's API server answers."""
+    for a well-formed patch that does not fit the object, 413 for one with too many operations, which is how
+    upstream's API server answers."""
 
-    def __init__(self, message: str, code: Literal[400, 422] = 422) -> None:
+    def __init__(self, message: str, code: Literal[400, 413, 422] = 422) -> None:
         super().__init__(message)
         self.code = code
-        self.reason = "BadRequest" if code == 400 else "Invalid"
+        self.reason = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid"}[code]
 
 
 _P = ParamSpec("_P")
@@ -219,6 +222,28 @@ _ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]*")
 _BAD_ESCAPE: Final = re.compile(r"~(?![01])")
 
 
+# kube-apiserver's bounds on a JSON patch: how many operations it may have, and how many bytes its copy operations
+# may add up to (--max-request-bytes by default), so a small patch cannot grow an object without bound.
+MAX_OPERATIONS: Final = 10_000
+MAX_COPY_BYTES: Final = 3 * 1024 * 1024
+
+
+@dataclasses.dataclass
+class _CopyBudget:
+    """What the copy operations of one patch have added so far, in bytes of compact JSON."""
+
+    spent: int = 0
+
+    def take(self, value: Any) -> Any:
+        self.spent += len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        if self.spent > MAX_COPY_BYTES:
+            raise PatchError(
+                "Unable to complete the copy, the accumulated size increase of copy is "
+                f"{self.spent}, exceeding the limit {MAX_COPY_BYTES}"
+            )
+        return copy.deepcopy(value)
+
+
 @_bounded
 def apply_json_patch(doc: Obj, ops: Any) -> Obj:
     """RFC 6902 on a copy of ``doc``: every operation applies, in order, or the patch fails as a whole."""
@@ -226,15 +251,22 @@ def apply_json_patch(doc: Obj, ops: Any) -> Obj:
         raise PatchError(
             f"json: cannot unmarshal {_json_kind(ops)} into Go value of type jsonpatch.Patch", 400
         )
+    if len(ops) > MAX_OPERATIONS:
+        raise PatchError(
+            f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(ops)}", 413
+        )
     result: Any = copy.deepcopy(as_dict(doc))
+    budget = _CopyBudget()
     for op in ops:
-        result = _apply_operation(result, op)
+        result = _apply_operation(result, op, budget)
     if not isinstance(result, dict):
         raise PatchError(f"the patched document is a JSON {_json_kind(result)}, not an object")
+    if nesting_depth(result) > MAX_DEPTH:
+        raise PatchError(f"the patched object {TooDeep(MAX_DEPTH)}")
     return result
 
 
-def _apply_operation(root: Any, op: Any) -> Any:
+def _apply_operation(root: Any, op: Any, budget: _CopyBudget) -> Any:
     """One operation on ``root`` (changed in place where it can be); returns the new root."""
     if not isinstance(op, dict):
         raise PatchError(
@@ -250,7 +282,7 @@ def _apply_operation(root: Any, op: Any) -> Any:
     if kind in ("move", "copy"):
         source = _operand(op, "from", kind)
         if kind == "copy":
-            return _write(root, path, copy.deepcopy(_read(root, source, kind)), kind, insert=True)
+            return _write(root, path, budget.take(_read(root, source, kind)), kind, insert=True)
         if path.startswith(source + "/"):
             raise PatchError(f"move operation does not apply: {path} is inside the value at {source}")
         return _write(root, path, _delete(root, source, kind), kind, insert=True)

@@ -15,6 +15,7 @@ from multiqueue.api.jobs import TRACKING_FINALIZER
 from multiqueue.api.types import EVENTS, JOBS, PODS
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.errors import BadRequest
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from multiqueue.local.apiserver.server import ApiServer
@@ -145,14 +146,19 @@ async def _stop(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("status", ["Running", ["Running"]])
-async def test_a_job_whose_status_is_not_an_object_is_synced_as_if_it_had_none(
+async def test_a_job_status_that_is_not_an_object_is_refused_and_the_job_runs(
     harness: Harness, status: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """kube-apiserver's decoder refuses such a status (400, nothing stored); the controller's own tolerance of one
+    is a table case of the decide step (tests/unit/test_job_sync.py)."""
     client, controller, changes = harness.client, harness.controller, harness.changes
     await _stop(harness)
     created = await client.create(JOBS, _job("odd", parallelism=1), "default")
-    await client.update_status(JOBS, {**created, "status": status})
-    await changes.until(lambda: (controller.jobs.get("default/odd") or {}).get("status") == status)
+    with pytest.raises(
+        BadRequest, match=r"cannot unmarshal .* into Go struct field Job\.status of type v1\.JobStatus"
+    ):
+        await client.update_status(JOBS, {**created, "status": status})
+    assert (await client.get(JOBS, "odd", "default")).get("status") == {}
     caplog.set_level(logging.WARNING, logger="multiqueue.kube.controller")
     harness.task = asyncio.create_task(controller.run())
     await changes.until(lambda: len(controller.pods.objects("default")) == 1)

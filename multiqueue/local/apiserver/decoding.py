@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import kubernetes.client.models as models
@@ -22,6 +23,7 @@ import yaml
 
 from multiqueue.api import errors, godecode, structural
 from multiqueue.api.types import Obj
+from multiqueue.local.apiserver import gotypes
 from multiqueue.local.apiserver.protobuf import summarize
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError
@@ -60,7 +62,10 @@ def read_yaml(raw: bytes, kind: str) -> Any:
     kube-apiserver refuses it: 400, "the object provided is unrecognized", the parser's complaint and the start of
     the body; the parser's words are PyYAML's, its line numbers counted as go-yaml counts them."""
     try:
-        return _json_keys(yaml.load(raw, Loader=_YamlLoader))
+        return _json_keys(_shallow(lambda: yaml.load(raw, Loader=_YamlLoader)))
+    except godecode.TooDeep as exc:
+        message = f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize(raw)})"
+        raise ApiError(errors.bad_request_status(message)) from exc
     except yaml.YAMLError as exc:
         problem = str(getattr(exc, "problem", None) or exc)
         complaint = f"yaml: {_yaml_line(exc)}{_LIBYAML_WORDS.get(problem, problem)}"
@@ -68,6 +73,18 @@ def read_yaml(raw: bytes, kind: str) -> Any:
             f"the object provided is unrecognized (must be of type {kind}): {complaint} ({summarize(raw)})"
         )
         raise ApiError(errors.bad_request_status(message)) from exc
+
+
+def _shallow(load: Callable[[], Any]) -> Any:
+    """What ``load`` reads from a YAML body, refused (:class:`godecode.TooDeep`) where it nests deeper than JSON
+    bodies may; the YAML parser recurses, so a body nested past Python's limit is refused the same way."""
+    try:
+        value = load()
+    except RecursionError:
+        raise godecode.TooDeep(godecode.MAX_DEPTH) from None
+    if godecode.nesting_depth(value) > godecode.MAX_DEPTH:
+        raise godecode.TooDeep(godecode.MAX_DEPTH)
+    return value
 
 
 def _yaml_line(exc: yaml.YAMLError) -> str:
@@ -139,9 +156,8 @@ def check_directive(directive: str, options_kind: str) -> None:
         raise ApiError(errors.invalid_status(options_kind, "meta.k8s.io", "", [problem]))
 
 
-def check_body(rtype: ResourceType, content_type: str, raw: bytes) -> None:
-    """Refuse a create or update body as kube-apiserver's decoder does: 415 for a media type it does not
-    decode, 400 with Go's syntax error for JSON that is not."""
+def check_media_type(content_type: str) -> None:
+    """Refuse a create or update body in a media type kube-apiserver's decoder does not read (415)."""
     media = content_type.split(";")[0].strip().lower()
     if media and media not in BODY_MEDIA_TYPES:
         accepted = ", ".join(BODY_MEDIA_TYPES)
@@ -149,21 +165,26 @@ def check_body(rtype: ResourceType, content_type: str, raw: bytes) -> None:
             f"the body of the request was in an unknown format - accepted media types include: {accepted}"
         )
         raise ApiError(errors.status(415, "UnsupportedMediaType", message))
-    if media not in ("", "application/json") or not raw.strip():
-        return
-    problem = godecode.json_syntax_error(raw)
-    if problem:
+
+
+def read_json(raw: bytes, kind: str) -> Any:
+    """The value of a JSON create or update body; one that is not JSON (or nests too deeply) is refused as
+    kube-apiserver refuses it: 400, with Go's syntax error and the start of the body."""
+    try:
+        return godecode.json_loads(raw)
+    except godecode.DecodeError as exc:
         message = (
-            f"the object provided is unrecognized (must be of type {rtype.kind}): couldn't get version/kind; "
-            f"json parse error: {problem} ({summarize(raw)})"
+            f"the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; "
+            f"json parse error: {exc} ({summarize(raw)})"
         )
-        raise ApiError(errors.status(400, "BadRequest", message))
+        raise ApiError(errors.status(400, "BadRequest", message)) from exc
 
 
 def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
     """Drop the fields ``rtype`` does not have (a custom resource: that its schema does not know) from
     ``body``; the Warning headers to answer with. Raises :class:`ApiError` under Strict for any unknown field
     (the directive checked beforehand by :func:`check_directive`)."""
+    _check_types(rtype, body)
     if rtype.schema is not None:
         meta = body.get("metadata") if isinstance(body, dict) else None
         unknown = structural.prune(body, rtype.schema) if isinstance(body, dict) else []
@@ -178,6 +199,19 @@ def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
     if directive == STRICT:
         raise ApiError(strict_error(rtype.kind, rtype.version, unknown))
     return warnings(unknown)
+
+
+def _check_types(rtype: ResourceType, body: Any) -> None:
+    """A value of the wrong JSON type for its Go field fails decoding (400), with Go's error in kube-apiserver's
+    words; a custom resource's metadata is an ObjectMeta all the same."""
+    if rtype.schema is not None:
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        problem = gotypes.message_error(gotypes.OBJECT_META, meta) if meta is not None else None
+    else:
+        problem = gotypes.type_error(rtype.api_version, rtype.kind, body)
+    if problem:
+        message = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {problem}'
+        raise ApiError(errors.status(400, "BadRequest", message))
 
 
 def _check_bytes(rtype: ResourceType, body: Any) -> None:
@@ -243,7 +277,9 @@ def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:
     if isinstance(body, str):
         loader = _ApplyLoader(body)
         try:
-            body = loader.get_single_data()
+            body = _shallow(loader.get_single_data)
+        except godecode.TooDeep as exc:
+            raise ApiError(errors.bad_request_status(f"error decoding patch: {exc}")) from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark is not None else ""

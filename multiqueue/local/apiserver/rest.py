@@ -8,6 +8,7 @@ their checks; the resourceVersion precondition does the rest.
 from __future__ import annotations
 
 import copy
+import json
 import secrets
 import uuid
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from multiqueue.api import apply as smd
 from multiqueue.api import continuation, errors, managedfields, patches, schemas, selectors
 from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver import gojson
+from multiqueue.local.apiserver import gojson, gotypes
 from multiqueue.local.apiserver.openapi import kind_structure
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
@@ -314,6 +315,10 @@ class Rest:
             raise _error(exc.code, exc.reason, str(exc)) from exc
         if not isinstance(new, dict):
             raise _error(422, "Invalid", "the patch must produce an object")
+        if rtype.schema is None and (problem := gotypes.type_error(rtype.api_version, rtype.kind, new)):
+            # Upstream decodes the patched JSON into the kind's Go type and names the whole document.
+            patched = json.dumps(new, separators=(",", ":"))
+            raise ApiError(errors.invalid_status("", "", "", [errors.invalid("patch", patched, problem)]))
         patched_rv = metadata(new).get("resourceVersion")
         if patched_rv and patched_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))

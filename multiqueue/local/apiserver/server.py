@@ -23,8 +23,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors, listoptions, managedfields
-from multiqueue.api.godecode import strconv_quote
+from multiqueue.api import errors, godecode, listoptions, managedfields
 from multiqueue.api.meta import metadata, path_segment_name_errors
 from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
@@ -437,7 +436,7 @@ class ApiServer:
             # Upstream's storage refuses to make a key of such a name.
             raise ApiError(
                 errors.bad_request_status(
-                    f"Name parameter invalid: {strconv_quote(name)}: {';'.join(bad_name)}"
+                    f"Name parameter invalid: {godecode.strconv_quote(name)}: {';'.join(bad_name)}"
                 )
             )
         if verb == "POST" and reviews.is_review(rtype):
@@ -759,7 +758,7 @@ async def _object_body(request: web.Request, rtype: ResourceType, options_kind: 
 async def _body(request: web.Request, rtype: ResourceType) -> Any:
     """The object a create, an update or a review sends: JSON, YAML, or protobuf for a built-in kind."""
     raw = await _raw_body(request)
-    decoding.check_body(rtype, request.headers.get("Content-Type", ""), raw)
+    decoding.check_media_type(request.headers.get("Content-Type", ""))
     if _media_type(request) == protobuf.MEDIA_TYPE:
         if rtype.schema is not None:
             # Custom resources have no protobuf messages (kube-apiserver fails on such a body without an answer).
@@ -768,10 +767,12 @@ async def _body(request: web.Request, rtype: ResourceType) -> Any:
             return protobuf.read_object(raw, rtype.api_version, rtype.kind)
         except protobuf.DecodeError as exc:
             raise ApiError(errors.bad_request_status(str(exc))) from exc
+    if not raw.strip():
+        raise ApiError(errors.bad_request_status("the request body is empty"))
     body = (
         decoding.read_yaml(raw, rtype.kind)
         if _media_type(request) == decoding.YAML
-        else _json_body(request, raw)
+        else decoding.read_json(raw, rtype.kind)
     )
     if body is None:
         raise ApiError(errors.bad_request_status("the request body is empty"))
@@ -843,9 +844,9 @@ def _json_body(request: web.Request, raw: bytes) -> Any:
     if "yaml" in content_type and "apply-patch" not in content_type:
         raise ApiError(errors.status(415, "UnsupportedMediaType", f"accepted media types: {JSON_TYPES}"))
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        if "apply-patch" in content_type:
+        return godecode.json_loads(raw)
+    except godecode.DecodeError as exc:
+        if "apply-patch" in content_type and not isinstance(exc, godecode.TooDeep):
             return raw.decode(errors="replace")
         raise ApiError(errors.bad_request_status(f"the request body is not valid JSON: {exc}")) from exc
 
