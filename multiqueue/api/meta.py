@@ -5,12 +5,13 @@ Pure functions over plain dicts. Validators return upstream's messages so errors
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from multiqueue.api.errors import ErrorType, FieldError, forbidden, immutable, invalid, required
+from multiqueue.api.errors import ErrorType, FieldError, Printed, forbidden, immutable, invalid, required
 from multiqueue.api.types import Obj
 
 DNS1123_LABEL_MAX: Final = 63
@@ -138,37 +139,57 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     return errs
 
 
+# OwnerReference's fields in Go's order, which is how upstream prints a list of them in a message.
+_OWNER_REFERENCE_FIELDS: Final = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
+# Finalizers of built-in kinds without a domain must be one of these (core validation's standard names).
+STANDARD_FINALIZERS: Final = ("kubernetes", "orphan", "foregroundDeletion")
+
+
 def validate_owner_references(refs: Any, path: str) -> list[FieldError]:
     """Upstream's ValidateOwnerReferences: each reference names its owner in full; one controller at most."""
     errs: list[FieldError] = []
     controller = ""
     for index, ref in enumerate(as_list(refs)):
         ref = as_dict(ref)
-        for key, what in (("apiVersion", "version"), ("kind", "kind"), ("name", "name"), ("uid", "uid")):
-            if not ref.get(key):
-                errs.append(
-                    invalid(f"{path}[{index}].{key}", str(ref.get(key) or ""), f"{what} must not be empty")
-                )
+        errs += [
+            required(f"{path}[{index}].{key}", "must not be empty")
+            for key in _OWNER_REFERENCE_FIELDS[:4]
+            if not ref.get(key)
+        ]
         if ref.get("controller") is True:
             current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
             if controller:
+                in_go_order = [
+                    {k: as_dict(r)[k] for k in _OWNER_REFERENCE_FIELDS if k in as_dict(r)}
+                    for r in as_list(refs)
+                ]
                 detail = (
                     'Only one reference can have Controller set to true. Found "true" in references for '
                     f"{controller} and {current}"
                 )
-                errs.append(invalid(path, refs, detail))
+                errs.append(invalid(path, Printed(json.dumps(in_go_order, separators=(",", ":"))), detail))
             else:
                 controller = current
     return errs
 
 
 def validate_finalizers(finalizers: Any, path: str) -> list[FieldError]:
-    """Upstream's ValidateFinalizers: each a qualified name, and not both orphan and foreground."""
+    """Upstream's ValidateFinalizers: each a qualified name, and not both orphan and foregroundDeletion."""
     names = [str(f) for f in as_list(finalizers)]
     errs = [invalid(path, name, message) for name in names for message in qualified_name_errors(name)]
     if "orphan" in names and "foregroundDeletion" in names:
         errs.append(invalid(path, names, "finalizer orphan and foregroundDeletion cannot be both set"))
     return errs
+
+
+def kube_finalizer_errors(finalizers: Any, path: str) -> list[FieldError]:
+    """Core validation's extra rule for built-in kinds: a finalizer without a domain is a standard one."""
+    detail = "name is neither a standard finalizer name nor is it fully qualified"
+    return [
+        invalid(f"{path}[{index}]", name, detail)
+        for index, name in enumerate(str(f) for f in as_list(finalizers))
+        if "/" not in name and name not in STANDARD_FINALIZERS
+    ]
 
 
 def path_segment_name_errors(value: str) -> list[str]:
@@ -182,10 +203,16 @@ NameRule = Callable[[str], list[str]]
 
 
 def validate_object_meta(
-    meta: Any, namespaced: bool, path: str = "metadata", name_errors: NameRule = dns1123_subdomain_errors
+    meta: Any,
+    namespaced: bool,
+    path: str = "metadata",
+    name_errors: NameRule = dns1123_subdomain_errors,
+    *,
+    built_in: bool = True,
 ) -> list[FieldError]:
     """Upstream's ValidateObjectMeta; names are DNS-1123 subdomains (most kinds) unless the kind says otherwise
-    (``dns1123_label_errors`` for Namespaces and Services, ``path_segment_name_errors`` for Events)."""
+    (``dns1123_label_errors`` for Namespaces and Services, ``path_segment_name_errors`` for Events). Built-in
+    kinds get core validation's finalizer rule on top; custom resources and CRDs do not."""
     if not isinstance(meta, dict):
         return [required(path, "")]
     errs: list[FieldError] = []
@@ -212,10 +239,14 @@ def validate_object_meta(
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     errs += validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences")
     errs += validate_finalizers(meta.get("finalizers"), f"{path}.finalizers")
+    if built_in:
+        errs += kube_finalizer_errors(meta.get("finalizers"), f"{path}.finalizers")
     return errs
 
 
-def validate_object_meta_update(new: Any, old: Any, path: str = "metadata") -> list[FieldError]:
+def validate_object_meta_update(
+    new: Any, old: Any, path: str = "metadata", *, built_in: bool = True
+) -> list[FieldError]:
     """Identity fields never change on update."""
     new_meta = new if isinstance(new, dict) else {}
     old_meta = old if isinstance(old, dict) else {}
@@ -227,6 +258,8 @@ def validate_object_meta_update(new: Any, old: Any, path: str = "metadata") -> l
     errs += validate_annotations(new_meta.get("annotations"), f"{path}.annotations")
     errs += validate_owner_references(new_meta.get("ownerReferences"), f"{path}.ownerReferences")
     errs += validate_finalizers(new_meta.get("finalizers"), f"{path}.finalizers")
+    if built_in:
+        errs += kube_finalizer_errors(new_meta.get("finalizers"), f"{path}.finalizers")
     return errs
 
 

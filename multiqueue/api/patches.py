@@ -126,10 +126,12 @@ class PatchError(Exception):
     for a well-formed patch that does not fit the object, 413 for one with too many operations, which is how
     upstream's API server answers."""
 
-    def __init__(self, message: str, code: Literal[400, 413, 422] = 422) -> None:
+    def __init__(self, message: str, code: Literal[400, 413, 422] = 422, *, told: bool = True) -> None:
         super().__init__(message)
         self.code = code
         self.reason = {400: "BadRequest", 413: "RequestEntityTooLarge", 422: "Invalid"}[code]
+        # False where upstream answers its generic 422 without saying what failed (a failed test, a copy limit).
+        self.told = told
 
 
 _P = ParamSpec("_P")
@@ -239,7 +241,8 @@ class _CopyBudget:
         if self.spent > MAX_COPY_BYTES:
             raise PatchError(
                 "Unable to complete the copy, the accumulated size increase of copy is "
-                f"{self.spent}, exceeding the limit {MAX_COPY_BYTES}"
+                f"{self.spent}, exceeding the limit {MAX_COPY_BYTES}",
+                told=False,
             )
         return copy.deepcopy(value)
 
@@ -253,7 +256,9 @@ def apply_json_patch(doc: Obj, ops: Any) -> Obj:
         )
     if len(ops) > MAX_OPERATIONS:
         raise PatchError(
-            f"The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {len(ops)}", 413
+            "Request entity too large: The allowed maximum operations in a JSON patch is "
+            f"{MAX_OPERATIONS}, got {len(ops)}",
+            413,
         )
     result: Any = copy.deepcopy(as_dict(doc))
     budget = _CopyBudget()
@@ -290,7 +295,7 @@ def _apply_operation(root: Any, op: Any, budget: _CopyBudget) -> Any:
         raise PatchError(f"{kind} operation failed to decode value: missing value")
     if kind == "test":
         if _token(_read(root, path, kind)) != _token(op["value"]):
-            raise PatchError(f"testing value {path} failed: test failed")
+            raise PatchError(f"testing value {path} failed: test failed", told=False)
         return root
     return _write(root, path, copy.deepcopy(op["value"]), kind, insert=kind == "add")
 

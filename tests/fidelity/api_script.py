@@ -568,6 +568,83 @@ def _path_steps() -> list[Action]:
     ]
 
 
+def _malformed_steps() -> list[Action]:
+    """Bodies Go's decoder or ObjectMeta validation refuses, patches past kube-apiserver's bounds, deep nesting."""
+    cms = "/api/v1/namespaces/{ns}/configmaps"
+    jobs = "/apis/batch/v1/namespaces/{ns}/jobs"
+
+    def configmap(name: str, **meta: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, **meta}, "data": {"k": "v"}}
+
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1", "controller": True}
+    doubling = [{"op": "add", "path": "/data/big", "value": "x" * 4096}]
+    doubling += [{"op": "copy", "from": "/data/big", "path": f"/data/copy{i}"} for i in range(800)]
+    job = {"apiVersion": "batch/v1", "kind": "Job", **_job("", {})}
+    return [
+        Step("malformed/data-number", "POST", cms, body={"metadata": {"name": "n"}, "data": {"k": 1}}),
+        Step("malformed/owners-string", "POST", cms, body=configmap("o1", ownerReferences="x")),
+        Step("malformed/owners-empty-entry", "POST", cms, body=configmap("o2", ownerReferences=[{"x": 1}])),
+        Step(
+            "malformed/owners-two-controllers",
+            "POST",
+            cms,
+            body=configmap("o3", ownerReferences=[owner, {**owner, "name": "p", "uid": "u2"}]),
+        ),
+        Step("malformed/finalizer-name", "POST", cms, body=configmap("f1", finalizers=["not a name"])),
+        Step("malformed/finalizers-number", "POST", cms, body=configmap("f2", finalizers=[1])),
+        Step("malformed/nan", "POST", cms, body='{"metadata": {"name": "nan"}, "data": {"k": NaN}}'),
+        Step("malformed/deep-150", "POST", cms, body={**configmap("deep"), "x": _nested(150)}),
+        Step("malformed/deep-250", "POST", cms, body={**configmap("deeper"), "x": _nested(250)}),
+        Step(
+            "malformed/job-parallelism-fraction",
+            "POST",
+            jobs,
+            body=_merged(job, {"metadata": {"name": "j1"}, "spec": {"parallelism": 1.5}}),
+        ),
+        Step(
+            "malformed/job-parallelism-string",
+            "POST",
+            jobs,
+            body=_merged(job, {"metadata": {"name": "j2"}, "spec": {"parallelism": "2"}}),
+        ),
+        Step(
+            "malformed/job-status-string",
+            "PUT",
+            f"{jobs}/j3/status",
+            body=_merged(job, {"metadata": {"name": "j3"}, "status": "Running"}),
+        ),
+        Step(
+            "malformed/namespace-status-string",
+            "PUT",
+            "/api/v1/namespaces/{ns}/status",
+            body={"metadata": {"name": "{ns}"}, "status": "x"},
+        ),
+        Step("malformed/patch-base", "POST", cms, body=configmap("base")),
+        Step(
+            "malformed/patch-data-number", "PATCH", f"{cms}/base", body={"data": {"k": 2}}, content_type=MERGE
+        ),
+        Step(
+            "malformed/patch-too-many-ops",
+            "PATCH",
+            f"{cms}/base",
+            body=[{"op": "test", "path": "/data/k", "value": "v"}] * 10001,
+            content_type=JSON_PATCH,
+        ),
+        Step(
+            "malformed/patch-copies-too-big", "PATCH", f"{cms}/base", body=doubling, content_type=JSON_PATCH
+        ),
+        Step("malformed/patch-nothing-stored", "GET", f"{cms}/base"),
+    ]
+
+
+def _nested(depth: int) -> Any:
+    """A value whose arrays nest ``depth`` deep."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def _node_steps() -> list[Action]:
     base = "/api/v1/nodes"
     return [
@@ -749,6 +826,7 @@ def groups() -> list[Group]:
         Group("paths", tuple(_path_steps())),
         Group("node", tuple(_node_steps())),
         Group("paging", tuple(_paging_steps())),
+        Group("malformed", tuple(_malformed_steps())),
     ]
     for kind in KINDS:
         actions: list[Action] = []

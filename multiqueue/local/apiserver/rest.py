@@ -309,15 +309,16 @@ class Rest:
             else:
                 raise _error(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         except patches.PatchError as exc:
-            if str(exc).startswith("testing value"):
-                # Upstream answers a failed JSON-patch test with its generic 422 and no detail.
+            if not exc.told:
                 raise _error(422, "Invalid", INVALID_REQUEST, {}) from exc
             raise _error(exc.code, exc.reason, str(exc)) from exc
         if not isinstance(new, dict):
             raise _error(422, "Invalid", "the patch must produce an object")
         if rtype.schema is None and (problem := gotypes.type_error(rtype.api_version, rtype.kind, new)):
-            # Upstream decodes the patched JSON into the kind's Go type and names the whole document.
-            patched = json.dumps(new, separators=(",", ":"))
+            # Upstream decodes the patched JSON into the kind's Go type and names the whole document: its
+            # top-level keys sorted (the patch went through a map), the rest as stored.
+            typed = sorted({"apiVersion": rtype.api_version, "kind": rtype.kind, **new}.items())
+            patched = json.dumps(dict(typed), separators=(",", ":"))
             raise ApiError(errors.invalid_status("", "", "", [errors.invalid("patch", patched, problem)]))
         patched_rv = metadata(new).get("resourceVersion")
         if patched_rv and patched_rv != metadata(old).get("resourceVersion"):

@@ -470,12 +470,20 @@ class ApiServer:
             return self._respond_object(request, rtype, rest.get(rtype, namespace, name))
         if verb == "POST":
             body, warned = await _object_body(request, rtype, "CreateOptions")
-            created = await rest.create(rtype, namespace, body, dry_run, _manager(request, "CreateOptions"))
+            try:
+                created = await rest.create(
+                    rtype, namespace, body, dry_run, _manager(request, "CreateOptions")
+                )
+            except ApiError as exc:  # the decoder's warnings come with a refusal too
+                return _warning(_json(exc.status, exc.code), warned)
             return _warning(self._respond_object(request, rtype, created, 201), warned)
         if verb == "PUT":
             body, warned = await _object_body(request, rtype, "UpdateOptions")
             manager = _manager(request, "UpdateOptions")
-            updated, made = await rest.replace(rtype, namespace, name, body, sub, dry_run, manager)
+            try:
+                updated, made = await rest.replace(rtype, namespace, name, body, sub, dry_run, manager)
+            except ApiError as exc:
+                return _warning(_json(exc.status, exc.code), warned)
             return _warning(self._respond_object(request, rtype, updated, 201 if made else 200), warned)
         if verb == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()

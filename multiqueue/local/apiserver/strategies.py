@@ -56,6 +56,8 @@ class Strategy:
     default_propagation: str = BACKGROUND
     # A PUT of an object that does not exist creates it (Services, Events, Leases, RBAC kinds).
     allow_create_on_update: bool = False
+    # Validated by core's ObjectMeta rules (a finalizer needs a domain unless standard), not only apimachinery's.
+    built_in: bool = True
 
     def __init__(self, namespaced: bool) -> None:
         self.namespaced = namespaced
@@ -73,14 +75,14 @@ class Strategy:
             obj.pop("status", None)
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
-        return validate_object_meta(obj.get("metadata"), self.namespaced)
+        return validate_object_meta(obj.get("metadata"), self.namespaced, built_in=self.built_in)
 
     def prepare_update(self, new: Obj, old: Obj) -> None:
         if self.has_status:
             _copy_field(new, old, "status")
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return validate_object_meta_update(new.get("metadata"), old.get("metadata"))
+        return validate_object_meta_update(new.get("metadata"), old.get("metadata"), built_in=self.built_in)
 
     def prepare_status_update(self, new: Obj, old: Obj) -> None:
         for key in old:
@@ -283,6 +285,7 @@ class SecretStrategy(Strategy):
 class CustomResourceDefinitionStrategy(Strategy):
     has_status = True
     tracks_generation = True
+    built_in = False
 
     def default(self, obj: Obj) -> None:
         spec = as_dict(obj.get("spec"))
@@ -361,6 +364,8 @@ class CustomResourceDefinitionStrategy(Strategy):
 
 class CustomResourceStrategy(Strategy):
     """Objects of a CRD's kind, checked against the schema of the version they are written in."""
+
+    built_in = False
 
     def __init__(
         self, namespaced: bool, has_status: bool, schemas: dict[str, Obj | None], terminating: bool = False
