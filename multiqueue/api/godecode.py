@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any, Final
 
 _STD: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
@@ -108,6 +109,24 @@ def json_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     # A value cannot nest deeper than it has brackets, so most bodies skip the walk.
     if data.count(b"[") + data.count(b"{") > max_depth and nesting_depth(value) > max_depth:
         raise TooDeep(max_depth)
+    if _SURROGATE_ESCAPE.search(data):
+        value = _mend_surrogates(value)
+    return value
+
+
+# An escaped UTF-16 surrogate (\ud800-\udfff): Python's decoder joins a valid pair and keeps a lone one as is.
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _mend_surrogates(value: Any) -> Any:
+    """Each lone surrogate becomes U+FFFD, as Go's decoder reads it (the text can then be stored as UTF-8)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_mend_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_mend_surrogates(key): _mend_surrogates(item) for key, item in value.items()}
     return value
 
 

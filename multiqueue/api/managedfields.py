@@ -396,7 +396,8 @@ def on_apply(live: Obj, config: Obj, manager: str, force: bool, context: Context
     if problems:
         what = f"{config_meta.get('namespace') or ''}/{config_meta.get('name') or ''}; {object_type(config)}"
         joined = problems[0] if len(problems) == 1 else "errors:\n" + "\n".join(f"  {p}" for p in problems)
-        raise ApplyError(f"failed to create typed patch object ({what}): {joined}", 500)
+        # kube-apiserver 1.37 answers this 500 (kubernetes/kubernetes#139253); the input is the client's, so 400.
+        raise ApplyError(f"failed to create typed patch object ({what}): {joined}")
     live = without_managed_fields(live)
     if not managed.fields:
         # Ownership starts now: what the object already holds belongs to no applier.

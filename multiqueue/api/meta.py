@@ -142,7 +142,7 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
 # OwnerReference's fields in Go's order, which is how upstream prints a list of them in a message.
 _OWNER_REFERENCE_FIELDS: Final = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
 # Finalizers of built-in kinds without a domain must be one of these (core validation's standard names).
-STANDARD_FINALIZERS: Final = ("kubernetes", "orphan", "foregroundDeletion")
+STANDARD_FINALIZERS: Final = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 
 def validate_owner_references(refs: Any, path: str) -> list[FieldError]:

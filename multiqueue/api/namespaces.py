@@ -6,6 +6,7 @@ from typing import Final
 
 from multiqueue.api.errors import FieldError, invalid
 from multiqueue.api.meta import (
+    STANDARD_FINALIZERS,
     as_dict,
     as_list,
     dns1123_label_errors,
@@ -15,8 +16,6 @@ from multiqueue.api.meta import (
 from multiqueue.api.types import Obj
 
 KUBERNETES_FINALIZER: Final = "kubernetes"
-# Finalizer names without a domain that upstream knows.
-STANDARD_FINALIZERS: Final = frozenset({KUBERNETES_FINALIZER, "orphan", "foregroundDeletion"})
 
 
 def finalizer_name_errors(name: str) -> list[str]:
@@ -27,8 +26,19 @@ def finalizer_name_errors(name: str) -> list[str]:
     return errs
 
 
+def spec_finalizers(ns: Obj) -> list[str]:
+    return [str(f) for f in as_list(as_dict(ns.get("spec")).get("finalizers"))]
+
+
+def validate_spec_finalizers(ns: Obj, *, indexed: bool = False) -> list[FieldError]:
+    """Each of spec.finalizers; a create names the list, a /finalize each item (``indexed``), as upstream."""
+    return [
+        invalid(f"spec.finalizers[{i}]" if indexed else "spec.finalizers", finalizer, m)
+        for i, finalizer in enumerate(spec_finalizers(ns))
+        for m in finalizer_name_errors(finalizer)
+    ]
+
+
 def validate_namespace(ns: Obj) -> list[FieldError]:
     errs = validate_object_meta(ns.get("metadata"), namespaced=False, name_errors=dns1123_label_errors)
-    for finalizer in as_list(as_dict(ns.get("spec")).get("finalizers")):
-        errs += [invalid("spec.finalizers", finalizer, m) for m in finalizer_name_errors(str(finalizer))]
-    return errs
+    return errs + validate_spec_finalizers(ns)

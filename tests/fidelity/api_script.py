@@ -634,6 +634,35 @@ def _malformed_steps() -> list[Action]:
             "malformed/patch-copies-too-big", "PATCH", f"{cms}/base", body=doubling, content_type=JSON_PATCH
         ),
         Step("malformed/patch-nothing-stored", "GET", f"{cms}/base"),
+        Step(
+            "malformed/apply-unknown-field",
+            "PATCH",
+            f"{cms}/base",
+            query={"fieldManager": "fidelity"},
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "base"}, "bogus": 1},
+            content_type=APPLY,
+        ),
+    ]
+
+
+def _finalize_steps() -> list[Action]:
+    """A Namespace's spec.finalizers change through /finalize only: an update keeps them, finalize sets them."""
+    base = "/api/v1/namespaces"
+
+    def finalizers(*names: str) -> dict[str, Any]:
+        return {"metadata": {"name": "{ns}"}, "spec": {"finalizers": list(names)}}
+
+    return [
+        Step("finalize/update-keeps-finalizers", "PUT", f"{base}/{{ns}}", body=finalizers()),
+        Step("finalize/get", "GET", f"{base}/{{ns}}/finalize"),
+        Step("finalize/bad-name", "PUT", f"{base}/{{ns}}/finalize", body=finalizers("not a name")),
+        Step(
+            "finalize/hold",
+            "PUT",
+            f"{base}/{{ns}}/finalize",
+            body=finalizers("kubernetes", "example.com/hold"),
+        ),
+        Step("finalize/release", "PUT", f"{base}/{{ns}}/finalize", body=finalizers()),
     ]
 
 
@@ -827,6 +856,7 @@ def groups() -> list[Group]:
         Group("node", tuple(_node_steps())),
         Group("paging", tuple(_paging_steps())),
         Group("malformed", tuple(_malformed_steps())),
+        Group("finalize", tuple(_finalize_steps())),
     ]
     for kind in KINDS:
         actions: list[Action] = []

@@ -316,7 +316,8 @@ def test_kubectl_may_take_over_what_its_client_side_apply_set() -> None:
         pytest.param({**configmap({}), "apiVersion": "batch/v1"}, 400, "invalid object type: batch/v1, Kind=ConfigMap",
                      id="other-group"),
         pytest.param(configmap({}, managedFields=[]), 400, "metadata.managedFields must be nil", id="managed-fields"),
-        pytest.param({**configmap({}), "bogus": 1}, 500,
+        # kube-apiserver 1.37 answers 500 (kubernetes/kubernetes#139253, fix pending); the input is the client's.
+        pytest.param({**configmap({}), "bogus": 1}, 400,
                      "failed to create typed patch object (/c; /v1, Kind=ConfigMap): .bogus: field not declared in schema",
                      id="unknown-field"),
     ],

@@ -36,8 +36,6 @@ _LIBYAML_WORDS: Final = {
     "mapping values are not allowed here": "mapping values are not allowed in this context",
     "expected <block end>, but found '<block mapping start>'": "did not find expected key",
 }
-# Fields of a model that Go holds as bytes: maps of base64 strings, decoded (and refused) with the body.
-_BYTE_MAPS: Final = {"V1Secret": ("data",), "V1ConfigMap": ("binaryData",)}
 STRICT: Final = "Strict"
 WARN: Final = "Warn"
 IGNORE: Final = "Ignore"
@@ -67,8 +65,7 @@ def read_yaml(raw: bytes, kind: str) -> Any:
         message = f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize(raw)})"
         raise ApiError(errors.bad_request_status(message)) from exc
     except yaml.YAMLError as exc:
-        problem = str(getattr(exc, "problem", None) or exc)
-        complaint = f"yaml: {_yaml_line(exc)}{_LIBYAML_WORDS.get(problem, problem)}"
+        complaint = f"yaml: {_yaml_line(exc)}{_problem(exc)}"
         message = (
             f"the object provided is unrecognized (must be of type {kind}): {complaint} ({summarize(raw)})"
         )
@@ -85,6 +82,14 @@ def _shallow(load: Callable[[], Any]) -> Any:
     if godecode.nesting_depth(value) > godecode.MAX_DEPTH:
         raise godecode.TooDeep(godecode.MAX_DEPTH)
     return value
+
+
+def _problem(exc: yaml.YAMLError) -> str:
+    """What is wrong, in libyaml's (go-yaml's) words where they differ from PyYAML's."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return "control characters are not allowed"
+    problem = str(getattr(exc, "problem", None) or exc)
+    return _LIBYAML_WORDS.get(problem, problem)
 
 
 def _yaml_line(exc: yaml.YAMLError) -> str:
@@ -192,7 +197,6 @@ def decode(rtype: ResourceType, body: Any, directive: str) -> list[str]:
     elif rtype.model is None:
         return []
     else:
-        _check_bytes(rtype, body)
         unknown = drop_unknown(rtype.model, body)
     if not unknown or directive == IGNORE:
         return []
@@ -212,20 +216,6 @@ def _check_types(rtype: ResourceType, body: Any) -> None:
     if problem:
         message = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {problem}'
         raise ApiError(errors.status(400, "BadRequest", message))
-
-
-def _check_bytes(rtype: ResourceType, body: Any) -> None:
-    """A byte field that is not base64 fails decoding, with Go's error in kube-apiserver's words."""
-    for field in _BYTE_MAPS.get(str(rtype.model), ()):
-        entries = body.get(field) if isinstance(body, dict) else None
-        for value in entries.values() if isinstance(entries, dict) else ():
-            try:
-                godecode.b64decode(str(value).encode())
-            except godecode.DecodeError as exc:
-                message = (
-                    f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {exc}'
-                )
-                raise ApiError(errors.status(400, "BadRequest", message)) from exc
 
 
 def strict_error(kind: str, version: str, unknown: list[str]) -> Obj:
@@ -275,7 +265,10 @@ def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:
     """
     repeated: list[str] = []
     if isinstance(body, str):
-        loader = _ApplyLoader(body)
+        try:
+            loader = _ApplyLoader(body)
+        except yaml.YAMLError as exc:  # the reader refuses control characters before parsing
+            raise ApiError(errors.bad_request_status(f"error encoding patch: yaml: {_problem(exc)}")) from exc
         try:
             body = _shallow(loader.get_single_data)
         except godecode.TooDeep as exc:
@@ -283,9 +276,8 @@ def decode_apply(body: Any, directive: str) -> tuple[Obj, list[str]]:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc)
             raise ApiError(
-                errors.bad_request_status(f"error encoding patch: yaml: {where}{problem}")
+                errors.bad_request_status(f"error encoding patch: yaml: {where}{_problem(exc)}")
             ) from exc
         finally:
             loader.dispose()

@@ -30,7 +30,7 @@ _DISCOVERY_KIND: Final = "APIGroupDiscoveryList"
 # The versions of aggregated discovery this server answers with, preferred first.
 AGGREGATED_VERSIONS: Final = ("v2", "v2beta1")
 
-_SUBRESOURCE_VERBS: Final = {"status": ("get", "patch", "update"), "log": ("get",)}
+_SUBRESOURCE_VERBS: Final = {"status": ("get", "patch", "update"), "log": ("get",), "finalize": ("update",)}
 _MACHINES: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 _VERSION: Final = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
 
@@ -139,7 +139,7 @@ def _api_group(group: str, versions: list[str]) -> Obj:
     return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
-def _subresource_verbs(subresource: str) -> list[str]:
+def subresource_verbs(subresource: str) -> list[str]:
     return list(_SUBRESOURCE_VERBS.get(subresource, ("get",)))
 
 
@@ -172,7 +172,7 @@ def api_resource_list(types: Iterable[ResourceType], group: str, version: str) -
                 "singularName": "",
                 "namespaced": rtype.namespaced,
                 "kind": rtype.kind,
-                "verbs": _subresource_verbs(sub),
+                "verbs": subresource_verbs(sub),
             }
             for sub in rtype.subresources
         )
@@ -199,7 +199,7 @@ def _resource_discovery(rtype: ResourceType) -> Obj:
         entry["categories"] = list(rtype.categories)
     if rtype.subresources:
         entry["subresources"] = [
-            {"subresource": sub, "responseKind": dict(kind), "verbs": _subresource_verbs(sub)}
+            {"subresource": sub, "responseKind": dict(kind), "verbs": subresource_verbs(sub)}
             for sub in rtype.subresources
         ]
     return entry

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 from typing import Any, Final
 
+from multiqueue.api import godecode
 from multiqueue.local.apiserver import protobuf
 from multiqueue.local.apiserver.protobuf import Field, Message
 
@@ -94,14 +95,27 @@ def _value(type_: str, value: Any, at: _Context) -> str | None:
         if not msg.rendering:
             return _struct(msg, value, at)
         return _self_decoding(msg, value, at)
-    if type_ in ("string", "bytes"):
-        return None if isinstance(value, str) else at.error(value, _go_type(type_))
+    if type_ == "string":
+        return None if isinstance(value, str) else at.error(value, "string")
+    if type_ == "bytes":
+        return _base64(value, at)
     if type_ == "bool":
         return None if isinstance(value, bool) else at.error(value, "bool")
     if type_ in _INT_RANGES:
         return _integer(type_, value, at)
     if type_ in ("double", "float"):
         return None if _is_number(value) else at.error(value, _go_type(type_))
+    return None
+
+
+def _base64(value: Any, at: _Context) -> str | None:
+    """Go holds bytes as base64 text; a string that is not is refused with base64's own error, no field named."""
+    if not isinstance(value, str):
+        return at.error(value, "[]uint8")
+    try:
+        godecode.b64decode(value.encode())
+    except godecode.DecodeError as exc:
+        return str(exc)
     return None
 
 

@@ -602,6 +602,8 @@ def _paths(rtype: ResourceType, kind_ref: str, list_ref: str) -> Obj:
     for sub in rtype.subresources:
         if sub == "log":
             ops = {"get": _Op("get", "read", f"read log of the specified {rtype.kind}", _LOG, response=_TEXT)}
+        elif sub == "finalize":
+            ops = {"put": _object_ops(rtype, f"{sub} of the specified {rtype.kind}", deletable=False)["put"]}
         else:
             ops = _object_ops(rtype, f"{sub} of the specified {rtype.kind}", deletable=False)
         paths[f"{item}/{sub}"] = _path_item(rtype, ops, named, refs, scope, sub.capitalize())

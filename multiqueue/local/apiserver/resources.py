@@ -66,7 +66,7 @@ BUILTIN: Final = (
         False,
         ("ns",),
         (),
-        ("status",),
+        ("status", "finalize"),
         NAMESPACE_VERBS,
         model="V1Namespace",
     ),

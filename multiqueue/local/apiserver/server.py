@@ -432,6 +432,8 @@ class ApiServer:
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
             raise _method_not_allowed()
+        if sub and _VERB_NAMES[verb] not in discovery.subresource_verbs(sub):
+            raise _method_not_allowed()
         if verb in ("GET", "PUT", "PATCH", "DELETE") and (bad_name := path_segment_name_errors(name)):
             # Upstream's storage refuses to make a key of such a name.
             raise ApiError(

@@ -94,6 +94,13 @@ class Strategy:
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
         return validate_object_meta_update(new.get("metadata"), old.get("metadata"))
 
+    def prepare_finalize(self, new: Obj, old: Obj) -> None:
+        """A Namespace's /finalize, the one write that sets its spec.finalizers: the status stays as stored."""
+        _copy_field(new, old, "status")
+
+    def validate_finalize(self, new: Obj, old: Obj) -> list[FieldError]:
+        return self.validate_update(new, old)
+
     def grace_period_seconds(self, obj: Obj, requested: int | None) -> int:
         """Seconds the object stays in Terminating before it is removed; only pods wait."""
         return 0
@@ -255,6 +262,16 @@ class NamespaceStrategy(Strategy):
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
         return namespaces.validate_namespace(obj)
+
+    def prepare_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_update(new, old)
+        # Only /finalize changes what holds a namespace being deleted.
+        as_dict(new.setdefault("spec", {}))["finalizers"] = copy.deepcopy(namespaces.spec_finalizers(old))
+        if not new["spec"]["finalizers"]:
+            del new["spec"]["finalizers"]
+
+    def validate_finalize(self, new: Obj, old: Obj) -> list[FieldError]:
+        return super().validate_finalize(new, old) + namespaces.validate_spec_finalizers(new, indexed=True)
 
 
 class NodeStrategy(Strategy):
