@@ -237,14 +237,17 @@ class _CopyBudget:
     spent: int = 0
 
     def take(self, value: Any) -> Any:
-        self.spent += len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        """A copy of ``value``, made from its JSON: sizing and copying at C speed keeps a refused amplification
+        cheap for the server's other clients."""
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        self.spent += len(text.encode())
         if self.spent > MAX_COPY_BYTES:
             raise PatchError(
                 "Unable to complete the copy, the accumulated size increase of copy is "
                 f"{self.spent}, exceeding the limit {MAX_COPY_BYTES}",
                 told=False,
             )
-        return copy.deepcopy(value)
+        return json.loads(text)
 
 
 @_bounded

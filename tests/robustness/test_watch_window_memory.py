@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from multiqueue.api.types import CONFIGMAPS
+from tests.support.attacks import rss_mb
 from tests.support.localup import LocalUp
 
 pytestmark = pytest.mark.robustness
@@ -15,13 +16,6 @@ pytestmark = pytest.mark.robustness
 UPDATES = 300
 SIZE = 1_000_000
 GROWTH_LIMIT_MB = 50
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 async def test_a_large_object_updated_many_times_grows_the_server_by_less_than_the_limit(
@@ -33,13 +27,13 @@ async def test_a_large_object_updated_many_times_grows_the_server_by_less_than_t
         client = await up.connect("one")
         try:
             await client.create(CONFIGMAPS, {"metadata": {"name": "big"}, "data": {"i": "0"}}, "default")
-            before = _rss_mb(up.process.pid)
+            before = rss_mb(up.process.pid)
             payload = "x" * SIZE
             for i in range(UPDATES):
                 await client.patch(
                     CONFIGMAPS, "big", {"data": {"i": str(i), "v": payload[i:] + payload[:i]}}, "default"
                 )
-            grown = _rss_mb(up.process.pid) - before
+            grown = rss_mb(up.process.pid) - before
             await client.delete(CONFIGMAPS, "big", "default")
         finally:
             await client.close()
