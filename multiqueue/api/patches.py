@@ -231,23 +231,87 @@ MAX_COPY_BYTES: Final = 3 * 1024 * 1024
 
 
 @dataclasses.dataclass
-class _CopyBudget:
-    """What the copy operations of one patch have added so far, in bytes of compact JSON."""
+class _Copies:
+    """The copy operations of one patch: how many bytes of compact JSON they have added, and the values they
+    share.
+
+    A refused amplification must stay cheap for the server's other clients, so a copy costs nothing until the
+    patch is done: the copied value is shared, not duplicated, and a container is duplicated (one level at a
+    time, along the path) only when an operation is about to change it; an accepted patch is made a tree again
+    at the end. Sizes are remembered per container (with the container, which keeps its id from being reused)
+    and forgotten along every path an operation changes, so the size of a value built by copies is the sum of
+    its parts, never a new serialization.
+    """
 
     spent: int = 0
+    sizes: dict[int, tuple[Any, int]] = dataclasses.field(default_factory=dict)
+    shared: dict[int, Any] = dataclasses.field(default_factory=dict)
 
-    def take(self, value: Any) -> Any:
-        """A copy of ``value``, made from its JSON: sizing and copying at C speed keeps a refused amplification
-        cheap for the server's other clients."""
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        self.spent += len(text.encode())
+    def take(self, value: Any, source: str, path: str) -> Any:
+        """``value`` to place at ``path``, once the budget allows it."""
+        size = self.size(value)
+        self.spent += size
         if self.spent > MAX_COPY_BYTES:
             raise PatchError(
                 "Unable to complete the copy, the accumulated size increase of copy is "
                 f"{self.spent}, exceeding the limit {MAX_COPY_BYTES}",
                 told=False,
             )
-        return json.loads(text)
+        if not isinstance(value, dict | list):
+            return value
+        if path.startswith(source + "/"):
+            # Placed inside itself: a copy of its own level (sharing the whole would make a cycle).
+            value = self._level_copy(value)
+            self.sizes[id(value)] = (value, size)
+        else:
+            self.shared[id(value)] = value
+        return value
+
+    def _level_copy(self, value: Any) -> Any:
+        """A copy of one level of ``value``: its children now stand in two places, so they are shared."""
+        copied = copy.copy(value)
+        for child in copied.values() if isinstance(copied, dict) else copied:
+            if isinstance(child, dict | list):
+                self.shared[id(child)] = child
+        return copied
+
+    def size(self, value: Any) -> int:
+        if not isinstance(value, dict | list):
+            return len(json.dumps(value, ensure_ascii=False).encode())
+        known = self.sizes.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        separators = max(len(value) - 1, 0)
+        if isinstance(value, list):
+            total = 2 + separators + sum(self.size(item) for item in value)
+        else:
+            total = 2 + separators + sum(self.size(k) + 1 + self.size(v) for k, v in value.items())
+        self.sizes[id(value)] = (value, total)
+        return total
+
+    def changing(self, root: Any, pointer: str) -> None:
+        """The containers from ``root`` down to ``pointer`` are about to change: each shared one is replaced by a
+        copy of its own level (whose children are then shared), and their sizes are stale."""
+        self.sizes.pop(id(root), None)
+        node = root
+        for raw in pointer.split("/")[1:]:
+            token: Any = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                token = int(token)
+            elif not (isinstance(node, dict) and token in node):
+                return
+            child = node[token]
+            if not isinstance(child, dict | list):
+                return
+            if id(child) in self.shared:
+                child = node[token] = self._level_copy(child)
+            self.sizes.pop(id(child), None)
+            node = child
+
+    def as_tree(self, result: Any) -> Any:
+        """The patched document with nothing shared, for whoever changes it next (a deep copy would keep what
+        is shared shared; JSON does not)."""
+        return json.loads(json.dumps(result)) if self.shared else result
 
 
 @_bounded
@@ -264,9 +328,10 @@ def apply_json_patch(doc: Obj, ops: Any) -> Obj:
             413,
         )
     result: Any = copy.deepcopy(as_dict(doc))
-    budget = _CopyBudget()
+    copies = _Copies()
     for op in ops:
-        result = _apply_operation(result, op, budget)
+        result = _apply_operation(result, op, copies)
+    result = copies.as_tree(result)
     if not isinstance(result, dict):
         raise PatchError(f"the patched document is a JSON {_json_kind(result)}, not an object")
     if nesting_depth(result) > MAX_DEPTH:
@@ -274,7 +339,7 @@ def apply_json_patch(doc: Obj, ops: Any) -> Obj:
     return result
 
 
-def _apply_operation(root: Any, op: Any, budget: _CopyBudget) -> Any:
+def _apply_operation(root: Any, op: Any, copies: _Copies) -> Any:
     """One operation on ``root`` (changed in place where it can be); returns the new root."""
     if not isinstance(op, dict):
         raise PatchError(
@@ -284,13 +349,19 @@ def _apply_operation(root: Any, op: Any, budget: _CopyBudget) -> Any:
     if kind not in ("add", "remove", "replace", "move", "copy", "test"):
         raise PatchError(f"Unexpected kind: {kind if isinstance(kind, str) else 'unknown'}")
     path = _operand(op, "path", kind)
+    if kind == "copy":
+        source = _operand(op, "from", kind)
+        value = copies.take(_read(root, source, kind), source, path)
+        copies.changing(root, _parent(path))
+        return _write(root, path, value, kind, insert=True)
+    if kind != "test":
+        copies.changing(root, _parent(path))
     if kind == "remove":
         _delete(root, path, kind)
         return root
-    if kind in ("move", "copy"):
+    if kind == "move":
         source = _operand(op, "from", kind)
-        if kind == "copy":
-            return _write(root, path, budget.take(_read(root, source, kind)), kind, insert=True)
+        copies.changing(root, _parent(source))
         if path.startswith(source + "/"):
             raise PatchError(f"move operation does not apply: {path} is inside the value at {source}")
         return _write(root, path, _delete(root, source, kind), kind, insert=True)
@@ -314,6 +385,10 @@ def _operand(op: Obj, name: str, kind: str) -> str:
             f"json: cannot unmarshal {_json_kind(pointer)} into Go value of type string"
         )
     return pointer
+
+
+def _parent(pointer: str) -> str:
+    return pointer.rsplit("/", 1)[0] if pointer else ""
 
 
 def _missing(kind: str, pointer: str) -> PatchError:

@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multiqueue.api.patches import (
@@ -959,3 +959,67 @@ def test_absurd_nesting_is_a_bad_request(apply: Any) -> None:
     with pytest.raises(PatchError) as caught:
         apply(_nested(5000))
     assert caught.value.code == 400
+
+
+# Paths leave the root alone (a whole patch may pass through a root that is not an object, a patch of one
+# operation may not); copies and moves may come from it.
+SHARING_POINTERS = st.sampled_from(
+    ["/a", "/a/c", "/a/c/0", "/a/c/-", "/a/c/1", "/b", "/b/c", "/b/c/-", "/a/c/0/c", "/a/c/0/c/-", "/b/c/0/a"]
+)
+SHARING_OPERATIONS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test"]),
+            "path": SHARING_POINTERS,
+            "from": SHARING_POINTERS | st.just(""),
+            "value": JSON_VALUES,
+        }
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=500)
+@given(SHARING_OPERATIONS)
+def test_a_patch_ends_as_its_operations_applied_one_at_a_time(ops: list[dict[str, Any]]) -> None:
+    """Copies within one patch share what they copy until something changes it; a patch of one operation shares
+    nothing across operations, so folding those is the plain reading of RFC 6902 the patch must match."""
+    doc: dict[str, Any] = {"a": {"c": [{"c": [1]}, [2]]}, "b": {"c": []}}
+    try:
+        whole: Any = apply_json_patch(doc, ops)
+    except PatchError as exc:
+        whole = str(exc)
+    one_by_one: Any = copy.deepcopy(doc)
+    try:
+        for op in ops:
+            one_by_one = apply_json_patch(one_by_one, [op])
+    except PatchError as exc:
+        one_by_one = str(exc)
+    assert whole == one_by_one
+    if isinstance(whole, dict):
+        found = _containers(whole)
+        assert len({id(c) for c in found}) == len(found), "a container stands in two places of the result"
+
+
+def _containers(value: Any) -> list[Any]:
+    found = []
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict | list):
+            found.append(item)
+            todo.extend(item.values() if isinstance(item, dict) else item)
+    return found
+
+
+def test_refusing_an_amplifying_patch_copies_nothing() -> None:
+    """25 doublings of a value would be 2 GB; the copy limit refuses the patch with upstream's generic 422 after
+    sizing what the copies would add, without making them."""
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/x", "value": ["y" * 64]}]
+    ops += [{"op": "copy", "from": "/x", "path": "/x/-"}] * 25
+    with pytest.raises(PatchError) as caught:
+        apply_json_patch({}, ops)
+    assert caught.value.code == 422 and not caught.value.told
+    assert "the accumulated size increase of copy is 4521899, exceeding the limit 3145728" in str(
+        caught.value
+    )
