@@ -635,6 +635,17 @@ def _malformed_steps() -> list[Action]:
         ),
         Step("malformed/patch-nothing-stored", "GET", f"{cms}/base"),
         Step(
+            "malformed/object-over-etcd-limit",
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+            body=_huge_role(),
+        ),
+        Step(
+            "malformed/object-over-etcd-limit-nothing-stored",
+            "GET",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles/huge",
+        ),
+        Step(
             "malformed/apply-unknown-field",
             "PATCH",
             f"{cms}/base",
@@ -664,6 +675,14 @@ def _finalize_steps() -> list[Action]:
         ),
         Step("finalize/release", "PUT", f"{base}/{{ns}}/finalize", body=finalizers()),
     ]
+
+
+def _huge_role() -> dict[str, Any]:
+    """A Role of about 2.2 MB, in JSON and in protobuf alike (long names): past etcd's 1.5 MiB request limit, in a
+    body under kube-apiserver's 3 MiB."""
+    names = [f"{'n' * 60}-{i:06d}" for i in range(30_000)]
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": names}
+    return {"metadata": {"name": "huge"}, "rules": [rule]}
 
 
 def _nested(depth: int) -> Any:

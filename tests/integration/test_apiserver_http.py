@@ -559,3 +559,21 @@ async def test_over_tls_a_handshake_or_headers_that_never_end_are_cut_off(tmp_pa
         assert 0.5 <= no_handshake < 2.0 and no_blank_line < 2.0
     finally:
         await server.stop()
+
+
+async def test_a_write_that_would_store_an_object_over_the_limit_is_a_413_and_stores_nothing(
+    http: aiohttp.ClientSession,
+) -> None:
+    """Each request is under the 3 MiB body limit; the copies of the patch would make the object over 4 MB."""
+    names = [f"{'n' * 60}-{i:06d}" for i in range(20_000)]  # 1.4 MB of resourceNames
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": names}
+    path = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles"
+    code, created = await _call(http, "POST", path, json={"metadata": {"name": "big"}, "rules": [rule]})
+    assert code == 201
+    grow = [{"op": "copy", "from": "/rules/0", "path": "/rules/-"}] * 2
+    headers = {"Content-Type": "application/json-patch+json"}
+    code, refused = await _call(http, "PATCH", f"{path}/big", data=json.dumps(grow), headers=headers)
+    assert (code, refused["reason"]) == (413, "RequestEntityTooLarge"), refused
+    assert "over the 3145728 this server stores" in refused["message"]
+    code, stored = await _call(http, "GET", f"{path}/big")
+    assert code == 200 and stored == created

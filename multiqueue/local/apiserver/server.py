@@ -44,7 +44,13 @@ from multiqueue.local.apiserver.podlog import PodLogs
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import APPLY_PATCH, ApiError, Rest, decode_continue
-from multiqueue.local.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Expired, Store
+from multiqueue.local.apiserver.store import (
+    DEFAULT_WINDOW,
+    DEFAULT_WINDOW_BYTES,
+    Expired,
+    ObjectTooLarge,
+    Store,
+)
 from multiqueue.local.files import private_dirs
 
 log = logging.getLogger(__name__)
@@ -243,6 +249,9 @@ class ApiServer:
             code = exc.code
             labels = request.get(METRIC_LABELS, labels)
             return _json(exc.status, exc.code)
+        except ObjectTooLarge as exc:
+            code = 413
+            return _json(errors.status(413, "RequestEntityTooLarge", str(exc)), 413)
         except web.HTTPNotFound:
             # A request line aiohttp cannot route (CONNECT names an authority, not a path): Go's plain 404.
             code = 404

@@ -23,6 +23,7 @@ import collections
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
@@ -57,6 +58,22 @@ def _key(obj: Obj) -> ObjectKey:
 
 def _json(obj: Obj) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+# The most JSON one object may take in the store: no more than a request may carry (--max-request-bytes), so a
+# patch or an update cannot grow an object past what a client could send. kube-apiserver's own bound is etcd's
+# 1.5 MiB request limit on the object's protobuf, which is smaller than its JSON (a difference that is listed).
+MAX_OBJECT_BYTES: Final = 3 * 1024 * 1024
+
+
+class ObjectTooLarge(ValueError):
+    """A write whose object is larger than the store keeps; nothing of it is stored."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"Request entity too large: the object is {size} bytes of JSON, over the {MAX_OBJECT_BYTES} "
+            "this server stores"
+        )
 
 
 class Store:
@@ -192,6 +209,8 @@ class Store:
         rv = self._rv + 1
         meta["resourceVersion"] = str(rv)
         data = _json(obj)
+        if len(data) > MAX_OBJECT_BYTES:
+            raise ObjectTooLarge(len(data))
         old_data = None if old is None else _json(old)
         event = Event(
             "MODIFIED" if old is not None else "ADDED", resource, obj, rv, old, _size(data, old_data)
