@@ -20,7 +20,7 @@ from multiqueue.api.types import CONFIGMAPS
 from multiqueue.kube.client import KubeClient
 from tests.bench.common import percentile, record, summary_ms
 from tests.support.attacks import ATTACKS, TARGET, rss_mb, send, session_for
-from tests.support.localup import LocalUp
+from tests.support.localup import one_cluster
 
 GETS = 400
 ATTACKERS = 4
@@ -63,12 +63,7 @@ async def _attacked(
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
-        up = LocalUp(
-            Path(workdir), {"clusters": [{"name": "one", "kubelet": "none"}], "controlPlane": "embedded"}
-        )
-        await up.start()
-        try:
-            client = await up.connect("one")
+        async with one_cluster(Path(workdir)) as (up, client):
             session, server = session_for(up.kubeconfig, "one")
             try:
                 await client.create(CONFIGMAPS, {"metadata": {"name": TARGET}, "data": {"k": "v"}}, "default")
@@ -81,9 +76,6 @@ async def main() -> None:
                 grown = rss_mb(up.process.pid) - before
             finally:
                 await session.close()
-                await client.close()
-        finally:
-            await up.close()
     record(
         "attacks",
         {

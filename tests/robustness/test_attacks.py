@@ -14,7 +14,7 @@ import pytest
 
 from multiqueue.api.types import CONFIGMAPS
 from tests.support.attacks import ATTACKS, TARGET, Attack, rss_mb, send, session_for
-from tests.support.localup import LocalUp
+from tests.support.localup import one_cluster
 
 pytestmark = pytest.mark.robustness
 
@@ -26,10 +26,7 @@ GROWTH_LIMIT_MB = 50
 async def test_amplifying_and_deeply_nested_requests_are_refused_and_cost_little_memory(
     tmp_path: Path,
 ) -> None:
-    up = LocalUp(tmp_path, {"clusters": [{"name": "one", "kubelet": "none"}], "controlPlane": "embedded"})
-    await up.start()
-    try:
-        client = await up.connect("one")
+    async with one_cluster(tmp_path) as (up, client):
         session, server = session_for(up.kubeconfig, "one")
         try:
             target = await client.create(
@@ -49,9 +46,6 @@ async def test_amplifying_and_deeply_nested_requests_are_refused_and_cost_little
             names = [m["metadata"]["name"] for m in (await client.list(CONFIGMAPS, "default"))[0]]
         finally:
             await session.close()
-            await client.close()
-    finally:
-        await up.close()
     print(f"\nattacks: {dict(answers)}; the server grew by {grown:.1f} MB ({before:.0f} MB before)")
     assert answers == {(one.name, one.refused_with): ROUNDS for one in ATTACKS}
     assert after == target, "a refused patch changed its object"

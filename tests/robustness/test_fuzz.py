@@ -347,42 +347,33 @@ def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _nodes(root: Any, limit: int = 400) -> list[tuple[Any, Any, Any, str]]:
-    """(container, key, value, dotted path) of the values inside ``root``, breadth first, at most ``limit``."""
-    found: list[tuple[Any, Any, Any, str]] = []
-    queue: collections.deque[tuple[Any, str]] = collections.deque([(root, "")])
+def _walk(root: Any, limit: int) -> list[tuple[Any, Any, Any, tuple[str, ...]]]:
+    """(container, key, value, keys from the root) of the values inside ``root``, breadth first, at most
+    ``limit``."""
+    found: list[tuple[Any, Any, Any, tuple[str, ...]]] = []
+    queue: collections.deque[tuple[Any, tuple[str, ...]]] = collections.deque([(root, ())])
     while queue and len(found) < limit:
-        current, path = queue.popleft()
+        current, keys = queue.popleft()
         entries: Iterable[tuple[Any, Any]] = ()
         if isinstance(current, dict):
             entries = list(current.items())
         elif isinstance(current, list):
             entries = list(enumerate(current))
         for key, value in entries:
-            child = f"{path}.{key}" if path else str(key)
-            found.append((current, key, value, child))
+            found.append((current, key, value, (*keys, str(key))))
             if isinstance(value, (dict, list)):
-                queue.append((value, child))
+                queue.append((value, (*keys, str(key))))
     return found
+
+
+def _nodes(root: Any, limit: int = 400) -> list[tuple[Any, Any, Any, str]]:
+    """(container, key, value, dotted path) of the values inside ``root``."""
+    return [(c, k, v, ".".join(keys)) for c, k, v, keys in _walk(root, limit)]
 
 
 def _pointers(root: Any, limit: int = 300) -> list[tuple[str, Any]]:
     """JSON pointers to the values inside ``root``, with the values."""
-    found: list[tuple[str, Any]] = []
-    queue: collections.deque[tuple[Any, str]] = collections.deque([(root, "")])
-    while queue and len(found) < limit:
-        current, pointer = queue.popleft()
-        entries: Iterable[tuple[Any, Any]] = ()
-        if isinstance(current, dict):
-            entries = list(current.items())
-        elif isinstance(current, list):
-            entries = list(enumerate(current))
-        for key, value in entries:
-            child = f"{pointer}/{_escape(str(key))}"
-            found.append((child, value))
-            if isinstance(value, (dict, list)):
-                queue.append((value, child))
-    return found
+    return [("".join(f"/{_escape(key)}" for key in keys), v) for _, _, v, keys in _walk(root, limit)]
 
 
 def _set_in(root: dict[str, Any], path: list[str | int], value: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from multiqueue.api.types import CONFIGMAPS
 from tests.support.attacks import rss_mb
-from tests.support.localup import LocalUp
+from tests.support.localup import one_cluster
 
 pytestmark = pytest.mark.robustness
 
@@ -21,24 +21,16 @@ GROWTH_LIMIT_MB = 50
 async def test_a_large_object_updated_many_times_grows_the_server_by_less_than_the_limit(
     tmp_path: Path,
 ) -> None:
-    up = LocalUp(tmp_path, {"clusters": [{"name": "one", "kubelet": "none"}], "controlPlane": "embedded"})
-    await up.start()
-    try:
-        client = await up.connect("one")
-        try:
-            await client.create(CONFIGMAPS, {"metadata": {"name": "big"}, "data": {"i": "0"}}, "default")
-            before = rss_mb(up.process.pid)
-            payload = "x" * SIZE
-            for i in range(UPDATES):
-                await client.patch(
-                    CONFIGMAPS, "big", {"data": {"i": str(i), "v": payload[i:] + payload[:i]}}, "default"
-                )
-            grown = rss_mb(up.process.pid) - before
-            await client.delete(CONFIGMAPS, "big", "default")
-        finally:
-            await client.close()
-    finally:
-        await up.close()
+    async with one_cluster(tmp_path) as (up, client):
+        await client.create(CONFIGMAPS, {"metadata": {"name": "big"}, "data": {"i": "0"}}, "default")
+        before = rss_mb(up.process.pid)
+        payload = "x" * SIZE
+        for i in range(UPDATES):
+            await client.patch(
+                CONFIGMAPS, "big", {"data": {"i": str(i), "v": payload[i:] + payload[:i]}}, "default"
+            )
+        grown = rss_mb(up.process.pid) - before
+        await client.delete(CONFIGMAPS, "big", "default")
     print(
         f"\nwatch window memory: {UPDATES} updates of a {SIZE / 1e6:g} MB ConfigMap grew the server by {grown:.0f} MB"
     )

@@ -7,7 +7,9 @@ directory, read again at every connection (a restart may move a cluster to anoth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +42,22 @@ def clusters_config(
     if manager_workers is not None:
         config["manager"] = {"management": "management", "workers": manager_workers, **manager}
     return config
+
+
+@contextlib.asynccontextmanager
+async def one_cluster(workdir: Path) -> AsyncIterator[tuple[LocalUp, KubeClient]]:
+    """``local up`` serving one embedded cluster, ``one``, with no kubelet (the server alone is under test), and a
+    client of it; both gone afterwards."""
+    up = LocalUp(workdir, {"clusters": [{"name": "one", "kubelet": "none"}], "controlPlane": "embedded"})
+    await up.start()
+    try:
+        client = await up.connect("one")
+        try:
+            yield up, client
+        finally:
+            await client.close()
+    finally:
+        await up.close()
 
 
 class LocalUp:
