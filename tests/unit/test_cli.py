@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from multiqueue import __version__
+from multiqueue import DISTRIBUTION, __version__
 from multiqueue.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -39,6 +40,14 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_info.value.code == 0
     assert __version__ in capsys.readouterr().out
+
+
+def test_the_multiqueue_command_comes_from_the_installed_distribution() -> None:
+    """Installed under a name PyPI does not give to another project; the command keeps its name."""
+    scripts = importlib.metadata.entry_points(group="console_scripts", name="multiqueue")
+    ours = [s for s in scripts if s.dist is not None and s.dist.name == DISTRIBUTION]
+    assert DISTRIBUTION != "multiqueue" and [s.value for s in ours] == ["multiqueue.cli:main"]
+    assert __version__ == importlib.metadata.version(DISTRIBUTION) != "0.0.0+unknown"
 
 
 def test_examples_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
