@@ -169,6 +169,24 @@ def _deleted(list_objects: Any, name: str, since: str) -> bool:
     return False
 
 
+def _marked_deleting(core: client.CoreV1Api, name: str) -> bool:
+    """Whether the pod ``name`` has (or gets, within ten seconds) a deletionTimestamp: the garbage collector works
+    after the owner's delete has been answered."""
+    listed = core.list_namespaced_pod("default", field_selector=f"metadata.name={name}")
+    if any(pod.metadata.deletion_timestamp for pod in listed.items):
+        return True
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        field_selector=f"metadata.name={name}",
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=10,
+    ):
+        if event["object"].metadata.deletion_timestamp is not None:
+            return True
+    return False
+
+
 def _owned_pod(core: client.CoreV1Api, name: str, job: client.V1Job, block: bool = True) -> None:
     owner = {
         "apiVersion": "batch/v1",
@@ -197,9 +215,8 @@ def test_cascading_deletion(batch: client.BatchV1Api, core: client.CoreV1Api, po
         waiting = batch.read_namespaced_job(name, "default")
         assert waiting.metadata.deletion_timestamp is not None
         assert "foregroundDeletion" in waiting.metadata.finalizers
-    # The garbage collector asked the kubelet to stop the pod; with no kubelet here, the test confirms it.
-    pod = core.read_namespaced_pod(f"{name}-pod", "default")
-    assert pod.metadata.deletion_timestamp is not None
+    # The garbage collector asks the kubelet to stop the pod; with no kubelet here, the test confirms it.
+    assert _marked_deleting(core, f"{name}-pod")
     since = core.list_namespaced_pod("default").metadata.resource_version
     core.delete_namespaced_pod(f"{name}-pod", "default", grace_period_seconds=0)
     assert _deleted(core.list_namespaced_pod, f"{name}-pod", since)
