@@ -251,6 +251,7 @@ class ApiServer:
             return _json(exc.status, exc.code)
         except ObjectTooLarge as exc:
             code = 413
+            labels = request.get(METRIC_LABELS, labels)
             return _json(errors.status(413, "RequestEntityTooLarge", str(exc)), 413)
         except web.HTTPNotFound:
             # A request line aiohttp cannot route (CONNECT names an authority, not a path): Go's plain 404.
