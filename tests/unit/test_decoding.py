@@ -130,6 +130,9 @@ def test_yaml_bodies_read_as_the_json_they_stand_for(raw: bytes, expected: Any) 
         pytest.param(b"x: 1\na: b: c\n", "yaml: line 2: mapping values are not allowed in this context (783a20310a613a20623a20630a)", id="scanner-error"),
         pytest.param(b"kind: ConfigMap\nmetadata:\n  name: y\n data: x\n", "yaml: line 3: did not find expected key (6b696e643a20436f6e6669674d61700a6d657461646174613a0a20206e61 ...)", id="parser-error"),
         pytest.param(b'a: "x', "yaml: found unexpected end of stream (613a202278)", id="unterminated"),
+        pytest.param(b"a: \x0f", "yaml: control characters are not allowed (613a200f)", id="control-character"),
+        pytest.param(b"a: " + b"[" * 201 + b"]" * 201, "exceeded max depth of 200 (613a205b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b ...)", id="too-deep"),
+        pytest.param(b"a: " + b"[" * 5000 + b"]" * 5000, "exceeded max depth of 200 (613a205b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b5b ...)", id="past-the-parsers-recursion"),
     ],
 )  # fmt: skip
 def test_broken_yaml_is_refused_in_upstreams_words(raw: bytes, complaint: str) -> None:
@@ -169,6 +172,10 @@ def test_apply_bodies_are_yaml_whose_last_repeated_key_wins(directive: str, warn
                      "'<stream end>'", id="not-yaml"),
         pytest.param("- a", "", "error decoding patch: json: cannot unmarshal array into Go value of type "
                      "map[string]interface {}", id="not-an-object"),
+        pytest.param("a: \x17", "", "error encoding patch: yaml: control characters are not allowed",
+                     id="control-character"),
+        pytest.param("a: " + "[" * 300 + "]" * 300, "", "error decoding patch: exceeded max depth of 200",
+                     id="too-deep"),
     ],
 )  # fmt: skip
 def test_apply_bodies_that_are_refused(body: str, directive: str, message: str) -> None:

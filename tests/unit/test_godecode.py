@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from multiqueue.api import errors, godecode
@@ -97,3 +100,37 @@ def test_json_object_of_another_type(data: bytes, message: str) -> None:
 )
 def test_floats_print_as_go_prints_them(value: float, printed: str) -> None:
     assert errors.go_float(value) == printed
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("data", "value"),
+    [
+        pytest.param(b'"\\ud800"', "\ufffd", id="lone-high-surrogate"),
+        pytest.param(b'{"\\udfffk": "a\\ud83d\\ude00"}', {"\ufffdk": "a\U0001f600"}, id="lone-key-and-pair"),
+        pytest.param(b'["\xff"]', ["\ufffd"], id="invalid-utf8"),
+        pytest.param(b"[" * 200 + b"]" * 200, _nested(200), id="at-the-depth-limit"),
+    ],
+)
+def test_json_is_read_as_go_reads_it(data: bytes, value: Any) -> None:
+    assert godecode.json_loads(data) == value
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        pytest.param(b'{"a": NaN}', "invalid character 'N' looking for beginning of value", id="nan"),
+        pytest.param(b"[-Infinity]", "invalid character 'I' in numeric literal", id="infinity"),
+        pytest.param(b"[" * 201 + b"]" * 201, "exceeded max depth of 200", id="past-the-depth-limit"),
+        pytest.param(b"[" * 50_000 + b"]" * 50_000, "exceeded max depth of 200", id="past-pythons-recursion"),
+    ],
+)
+def test_json_that_go_or_this_server_refuses(data: bytes, error: str) -> None:
+    with pytest.raises(godecode.DecodeError, match=re.escape(error)):
+        godecode.json_loads(data)
