@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
+from multiqueue.local.apiserver import decoding, gotypes
 from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
@@ -59,7 +61,7 @@ def _validate(args: argparse.Namespace) -> int:
                 )
                 continue
             checked += 1
-            problems = manifests.validate_manifest(obj)
+            problems = _decoding_problem(obj) or manifests.validate_manifest(obj)
             kind = str(obj.get("kind", "")).lower() or "object"
             name = manifests.display_name(obj)
             if problems:
@@ -67,10 +69,24 @@ def _validate(args: argparse.Namespace) -> int:
                 print(f"{path}: {problems}")
             else:
                 print(f"{path}: {kind}/{name} is valid")
+            if warning := manifests.managed_by_warning(obj):
+                print(f"{path}: warning: {kind}/{name}: {warning}")
     if checked == 0:
         raise UsageError("no Job or CronJob manifests found in the given files")
     print(f"{checked - failures} valid, {failures} invalid")
     return 1 if failures else 0
+
+
+def _decoding_problem(obj: dict[str, Any]) -> str:
+    """What kube-apiserver's decoder refuses before validation, as kubectl's default strict field validation
+    meets it: a value of the wrong type for its field, or a field the kind does not have (a typo)."""
+    kind = str(obj["kind"])
+    named = f"{kind.lower()}/{manifests.display_name(obj)}"
+    problem = gotypes.type_error("batch/v1", kind, obj)
+    if problem:
+        return f'{named}: {kind} in version "v1" cannot be handled as a {kind}: {problem}'
+    unknown = decoding.drop_unknown(f"V1{kind}", copy.deepcopy(obj))
+    return f"{named}: {decoding.strict_error(kind, 'v1', unknown)['message']}" if unknown else ""
 
 
 def _load_manifests(path: Path) -> list[dict[str, Any]]:

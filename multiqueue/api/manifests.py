@@ -6,11 +6,15 @@ Used by ``multiqueue validate`` so people can check a Job or CronJob before they
 from __future__ import annotations
 
 import copy
-from typing import Any
+import difflib
+from typing import Any, Final
 
 from multiqueue.api import cronjobs, jobs
 from multiqueue.api.errors import invalid_status
 from multiqueue.api.meta import as_dict, metadata
+
+# The managedBy value multiqueue's manager handles unless its config says otherwise.
+DISPATCHER: Final = "multiqueue.dev/dispatcher"
 
 # Selector generation needs a UID; the server assigns the real one at create time.
 _PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
@@ -42,3 +46,22 @@ def validate_manifest(obj: dict[str, Any]) -> str:
     if not errors:
         return ""
     return str(invalid_status(kind, "batch", display_name(obj), errors)["message"])
+
+
+def managed_by_warning(obj: dict[str, Any], known: tuple[str, ...] = (DISPATCHER,)) -> str:
+    """A warning for a managedBy that is nearly, but not exactly, a controller's (``multiqueue.dev/dispacher``):
+    the API server accepts any well-formed value, and the Job then waits for a controller that never comes."""
+    spec = as_dict(obj.get("spec"))
+    if obj.get("kind") == "CronJob":
+        spec = as_dict(as_dict(as_dict(spec.get("jobTemplate")).get("spec")))
+    value = spec.get("managedBy")
+    controllers = (*known, jobs.BUILTIN_CONTROLLER)
+    if not isinstance(value, str) or value in controllers:
+        return ""
+    close = difflib.get_close_matches(value.lower(), controllers, n=1, cutoff=0.8)
+    if not close:
+        return ""
+    return (
+        f'spec.managedBy "{value}" is not "{close[0]}": no controller runs such a Job, so it would wait forever; '
+        "did you mean that one?"
+    )

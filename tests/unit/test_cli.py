@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from multiqueue import DISTRIBUTION, __version__
+from multiqueue.api import manifests
 from multiqueue.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -122,3 +123,60 @@ def test_unreadable_kubeconfig_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "cannot read kubeconfig" in result.stderr
+
+
+JOB_YAML = """apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  {spec}
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: busybox}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "code", "said"),
+    [
+        pytest.param("paralelism: 2", 1, 'job/j: Job in version "v1" cannot be handled as a Job: strict decoding '
+                     'error: unknown field "spec.paralelism"', id="unknown-field"),
+        pytest.param('parallelism: "2"', 1, 'job/j: Job in version "v1" cannot be handled as a Job: json: cannot '
+                     "unmarshal string into Go struct field JobSpec.spec.parallelism of type int32", id="wrong-type"),
+        pytest.param("managedBy: multiqueue.dev/dispacher", 0, 'warning: job/j: spec.managedBy '
+                     '"multiqueue.dev/dispacher" is not "multiqueue.dev/dispatcher"', id="near-miss-managed-by"),
+        pytest.param("managedBy: kubernetes.io/job-controler", 0, 'warning: job/j: spec.managedBy '
+                     '"kubernetes.io/job-controler" is not "kubernetes.io/job-controller"', id="near-miss-built-in"),
+    ],
+)  # fmt: skip
+def test_validate_meets_what_kubectl_meets_and_warns_of_a_near_miss_managed_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str, code: int, said: str
+) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB_YAML.format(name="j", spec=spec))
+    assert main(["validate", str(manifest)]) == code
+    assert f"{manifest}: {said}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "managed_by", ["multiqueue.dev/dispatcher", "kubernetes.io/job-controller", "example.com/batch-runner"]
+)
+def test_validate_takes_any_managed_by_that_is_not_a_near_miss(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], managed_by: str
+) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(JOB_YAML.format(name="j", spec=f"managedBy: {managed_by}"))
+    assert main(["validate", str(manifest)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_a_cronjobs_near_miss_managed_by_is_found_in_its_job_template() -> None:
+    cronjob = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "spec": {"jobTemplate": {"spec": {"managedBy": "Multiqueue.dev/dispatcher"}}},
+    }
+    assert manifests.managed_by_warning(cronjob).startswith(
+        'spec.managedBy "Multiqueue.dev/dispatcher" is not "multiqueue.dev/dispatcher"'
+    )
