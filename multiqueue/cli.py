@@ -33,6 +33,12 @@ from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
 
 USAGE_ERROR = 2
+RUNTIME_FAILURE = 1
+
+
+class RuntimeFailure(Exception):
+    """The command line and the config were right, the run failed (a cluster out of reach, a Job not found): one
+    line, exit 1."""
 
 
 class UsageError(Exception):
@@ -267,8 +273,10 @@ async def _run_manager(config: ManagerConfig) -> int:
     manager = Manager(config, meter=metrics.meter)
     try:
         await manager.start()
-    except (KubeconfigError, KubeError, OSError) as exc:
+    except KubeconfigError as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
+    except (KubeError, OSError) as exc:
+        raise RuntimeFailure(f"cannot start the manager: {exc}") from exc
     assert manager.management is not None and manager.management_factory is not None
     metrics.observe_manager(manager)
     recorders = []
@@ -320,8 +328,10 @@ def _status(args: argparse.Namespace) -> int:
     config = _manager_config(args.config)
     try:
         workers, jobs_rows = asyncio.run(inspect.status(config))
-    except (KubeconfigError, KubeError, OSError) as exc:
+    except KubeconfigError as exc:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
+    except (KubeError, OSError) as exc:
+        raise RuntimeFailure(f"cannot reach the management cluster: {exc}") from exc
     _print_table(
         ["WORKER", "ACTIVE", "JOBS RUNNING", "LABELS"],
         [
@@ -347,9 +357,11 @@ def _logs(args: argparse.Namespace) -> int:
     try:
         found = asyncio.run(inspect.logs(config, args.job, args.namespace, args.index))
     except inspect.LogsError as exc:
-        raise UsageError(str(exc)) from exc
-    except (KubeconfigError, KubeError, OSError) as exc:
+        raise RuntimeFailure(str(exc)) from exc
+    except KubeconfigError as exc:
         raise UsageError(f"cannot read logs: {exc}") from exc
+    except (KubeError, OSError) as exc:
+        raise RuntimeFailure(f"cannot read logs: {exc}") from exc
     for pod, text in found:
         for line in text.splitlines():
             print(f"[{pod}] {line}" if len(found) > 1 else line)
@@ -447,6 +459,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"multiqueue: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except RuntimeFailure as exc:
+        print(f"multiqueue: error: {exc}", file=sys.stderr)
+        return RUNTIME_FAILURE
     except KeyboardInterrupt:
         return 130
 

@@ -12,6 +12,7 @@ import asyncio
 import collections
 import dataclasses
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -287,7 +288,7 @@ class KubeClient:
             try:
                 event = json.loads(line)
             except ValueError as exc:
-                raise TransportError(f"{what} on {self.name}: {exc!r}") from exc
+                raise TransportError(f"{what} on {self.name}: {exc}") from exc
             if event.get("type") == "ERROR":
                 status = event.get("object") or {}
                 raise error_for(int(status.get("code") or 500), status)
@@ -311,7 +312,7 @@ class KubeClient:
                 async for line in response.content:
                     yield line
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise TransportError(f"{what} on {self.name}: {exc!r}") from exc
+            raise TransportError(f"{what} on {self.name}: {unanswered(exc)}") from exc
         except RuntimeError as exc:
             if not self._session.closed:
                 raise
@@ -385,11 +386,26 @@ class KubeClient:
                         return await response.json(loads=json.loads)
                     return await response.text()
             except (aiohttp.ClientError, TimeoutError) as exc:
-                raise TransportError(f"{method} {path} on {self.name}: {exc!r}") from exc
+                raise TransportError(f"{method} {path} on {self.name}: {unanswered(exc)}") from exc
             except RuntimeError as exc:
                 if not self._session.closed:
                     raise
                 raise TransportError(f"{method} {path} on {self.name}: the client is closed") from exc
+
+
+def unanswered(exc: aiohttp.ClientError | TimeoutError) -> str:
+    """Why a request got no answer, in a person's words rather than the client library's internals."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"the TLS certificate of {exc.host}:{exc.port} is not trusted ({exc.certificate_error})"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        error = exc.os_error
+        why = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
+        return f"cannot connect to {exc.host}:{exc.port} ({why.lower()})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection without answering"
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def _status_body(response: aiohttp.ClientResponse) -> Obj:

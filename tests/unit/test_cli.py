@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import importlib.metadata
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from multiqueue import DISTRIBUTION, __version__
 from multiqueue.api import manifests
 from multiqueue.cli import main
+from multiqueue.kube.client import unanswered
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -180,3 +183,45 @@ def test_a_cronjobs_near_miss_managed_by_is_found_in_its_job_template() -> None:
     assert manifests.managed_by_warning(cronjob).startswith(
         'spec.managedBy "Multiqueue.dev/dispatcher" is not "multiqueue.dev/dispatcher"'
     )
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", [["status"], ["logs", "some-job"]])
+def test_a_cluster_out_of_reach_is_a_runtime_failure_in_one_plain_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Exit 1, not 2: the command line and the config were right; the message names the address and the cause."""
+    port = _closed_port()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: down\n"
+        f"clusters: [{{name: down, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: down, user: {token: t}}]\ncontexts: [{name: down, context: {cluster: down, user: down}}]\n"
+    )
+    config = tmp_path / "manager.yaml"
+    config.write_text(
+        f"management: {{kubeconfig: {kubeconfig}}}\nworkers: [{{name: w, kubeconfig: {kubeconfig}}}]\n"
+    )
+    result = run(*command, "--config", str(config))
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"cannot connect to 127.0.0.1:{port} (connection refused)" in line, line
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        pytest.param(TimeoutError(), "no answer in time", id="timeout"),
+        pytest.param(aiohttp.ServerDisconnectedError(), "the server closed the connection without answering", id="closed"),
+        pytest.param(aiohttp.ClientPayloadError("truncated"), "ClientPayloadError: truncated", id="other"),
+    ],
+)  # fmt: skip
+def test_a_request_without_an_answer_says_why_in_plain_words(
+    error: aiohttp.ClientError | TimeoutError, said: str
+) -> None:
+    assert unanswered(error) == said
