@@ -22,7 +22,7 @@ import yaml
 from multiqueue import __version__
 from multiqueue.api import manifests
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config
+from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
@@ -103,8 +103,7 @@ def _load_manifests(path: Path) -> list[dict[str, Any]]:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
-        raise UsageError(f"{path}: not valid YAML: {first_line}") from exc
+        raise UsageError(yaml_problem(path, exc)) from exc
     objects: list[dict[str, Any]] = []
     for doc in docs:
         if not isinstance(doc, dict):

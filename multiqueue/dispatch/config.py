@@ -217,6 +217,14 @@ class ManagerConfig(BaseModel):
         return self.leader_election.namespace or self.namespace
 
 
+def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """``file:line:column: what is wrong``, as an editor jumps to it."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: not valid YAML: {problem}"
+
+
 def load_model(path: Path, model: type[M]) -> M:
     """Read a YAML file into a pydantic model; every problem is a :class:`ConfigError` naming the field."""
     try:
@@ -224,7 +232,7 @@ def load_model(path: Path, model: type[M]) -> M:
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"config {yaml_problem(path, exc)}") from exc
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:

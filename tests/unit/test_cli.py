@@ -78,7 +78,10 @@ def test_invalid_manifest_reports_upstream_message(
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        pytest.param("a: [unclosed", "not valid YAML", id="bad-yaml"),
+        pytest.param("a: [unclosed", "input.yaml:1:13: not valid YAML: expected ',' or ']'", id="bad-yaml"),
+        pytest.param(
+            "kind: Job\nmetadata:\n  name: x\n bad: y\n", "input.yaml:4:2: not valid YAML", id="bad-indent"
+        ),
         pytest.param("- just\n- a list\n", "must be a Kubernetes object", id="not-an-object"),
         pytest.param("", "no Job or CronJob manifests found", id="empty"),
     ],
@@ -115,6 +118,17 @@ def test_bad_manager_config_is_one_line_naming_the_field(tmp_path: Path, content
         assert result.returncode == 2, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and problem in lines[0], lines
+
+
+def test_a_config_that_is_not_yaml_names_its_line(tmp_path: Path) -> None:
+    config = tmp_path / "manager.yaml"
+    config.write_text("name: m\nmanagement: {kubeconfig: k\n")
+    result = run("status", "--config", str(config))
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == f"multiqueue: error: config {config}:3:1: not valid YAML: expected ',' or '}}', but got '<stream end>'"
+    )
 
 
 def test_unreadable_kubeconfig_is_one_line(tmp_path: Path) -> None:
