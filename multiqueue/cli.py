@@ -216,7 +216,9 @@ def _local_demo(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir) if args.state_dir else None
     control_plane, assets = _control_plane(args, "embedded")
     try:
-        completed = asyncio.run(run_demo(state_dir, _say, control_plane=control_plane, assets=assets))
+        completed = asyncio.run(
+            run_demo(state_dir, _say, control_plane=control_plane, assets=assets, keep=args.keep)
+        )
     except MissingBinaries as exc:
         raise UsageError(str(exc)) from exc
     except ControlPlaneError as exc:
@@ -439,7 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
         "a worker and its status comes back.",
     )
     demo.add_argument(
-        "--state-dir", metavar="DIR", help="keep the clusters' state here (default: a new temporary folder)"
+        "--state-dir",
+        metavar="DIR",
+        help="keep the clusters' state here (default: a temporary folder, removed at the end unless --keep)",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary folder (kubeconfig, logs, state) to look at after",
     )
     _add_control_plane_arguments(demo, "embedded")
     demo.set_defaults(handler=_local_demo)

@@ -10,6 +10,7 @@ upstream.py), and kube-controller-manager runs the dispatched Job on the worker.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,9 +74,11 @@ async def run_demo(
     *,
     control_plane: ControlPlane = "embedded",
     assets: Path | None = None,
+    keep: bool = False,
 ) -> bool:
     """Run the demo; returns whether the Job completed. Upstream binaries that are missing raise
-    :class:`~multiqueue.local.upstream.MissingBinaries` before anything is made."""
+    :class:`~multiqueue.local.upstream.MissingBinaries` before anything is made. A temporary folder the demo made
+    itself (no ``state_dir``) is removed at the end unless ``keep``; a folder the caller named stays."""
     if control_plane == "upstream":
         await asyncio.to_thread(Binaries.find, assets)
     folder = state_dir or Path(tempfile.mkdtemp(prefix="multiqueue-demo-"))
@@ -113,3 +116,8 @@ async def run_demo(
         return outcome == "Complete"
     finally:
         await clusters.stop(stop_pods=True)
+        if state_dir is None and not keep:
+            await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
+            say(f"removed {folder} (--keep keeps it)")
+        elif state_dir is None:
+            say(f"kept {folder}: its kubeconfig, logs and state")
