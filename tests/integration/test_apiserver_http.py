@@ -577,3 +577,47 @@ async def test_a_write_that_would_store_an_object_over_the_limit_is_a_413_and_st
     assert "over the 3145728 this server stores" in refused["message"]
     code, stored = await _call(http, "GET", f"{path}/big")
     assert code == 200 and stored == created
+
+
+async def test_a_namespace_held_by_another_finalizer_is_left_alone_until_finalize_releases_it(
+    http: aiohttp.ClientSession,
+) -> None:
+    """Once the namespace is empty and its ``kubernetes`` finalizer gone, the cleaner writes it no more (it once
+    rewrote such a namespace 1,500 times a second); a /finalize that drops the other finalizer lets it go."""
+    path = "/api/v1/namespaces/held"
+    assert (await _call(http, "POST", "/api/v1/namespaces", json={"metadata": {"name": "held"}}))[0] == 201
+    hold = {"metadata": {"name": "held"}, "spec": {"finalizers": ["kubernetes", "example.com/hold"]}}
+    assert (await _call(http, "PUT", f"{path}/finalize", json=hold))[0] == 200
+    assert (await _call(http, "DELETE", path))[0] == 200
+    events = await _namespace_events(http, "0", within=5, until=_only_held)
+    assert events and _only_held(events[-1]), [e["object"]["spec"] for e in events]
+    settled = events[-1]["object"]["metadata"]["resourceVersion"]
+    later = await _namespace_events(http, settled, within=2)
+    assert later == [], f"the cleaner kept writing a held namespace: {len(later)} events in 2 s"
+    release = {"metadata": {"name": "held"}, "spec": {"finalizers": []}}
+    assert (await _call(http, "PUT", f"{path}/finalize", json=release))[0] == 200
+    gone = await _namespace_events(http, settled, within=5, until=lambda e: e["type"] == "DELETED")
+    assert gone and gone[-1]["type"] == "DELETED"
+
+
+def _only_held(event: dict[str, Any]) -> bool:
+    return event["object"].get("spec", {}).get("finalizers") == ["example.com/hold"]
+
+
+async def _namespace_events(
+    http: aiohttp.ClientSession, since: str, within: int, until: Any = None
+) -> list[dict[str, Any]]:
+    """The watch events of namespace ``held`` after ``since``, for ``within`` seconds or until one satisfies
+    ``until``."""
+    query = {"watch": "1", "resourceVersion": since, "timeoutSeconds": str(within)}
+    query["fieldSelector"] = "metadata.name=held"
+    events: list[dict[str, Any]] = []
+    async with http.get("/api/v1/namespaces", params=query) as response:
+        async for line in response.content:
+            event = json.loads(line)
+            if event["type"] == "BOOKMARK":
+                continue
+            events.append(event)
+            if until is not None and until(event):
+                break
+    return events
