@@ -601,7 +601,7 @@ async def test_a_namespace_held_by_another_finalizer_is_left_alone_until_finaliz
 
 
 def _only_held(event: dict[str, Any]) -> bool:
-    return event["object"].get("spec", {}).get("finalizers") == ["example.com/hold"]
+    return bool(event["object"].get("spec", {}).get("finalizers") == ["example.com/hold"])
 
 
 async def _namespace_events(
