@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import copy
 import os
 import signal
@@ -26,6 +25,7 @@ from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.apiserver import decoding, gotypes
 from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
 from multiqueue.local.demo import run_demo
@@ -203,9 +203,7 @@ async def _start_unless_stopped(clusters: LocalClusters, stop: asyncio.Event) ->
     finally:
         stopping.cancel()
     if not starting.done():
-        starting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await starting
+        await cancel_and_wait([starting])
         return False
     starting.result()
     return True

@@ -8,12 +8,12 @@ its key back after the queue's per-key exponential back-off, so no controller ha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TypeVar
 
 from multiqueue.kube.errors import KubeError
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -54,11 +54,7 @@ async def reconcile(queue: WorkQueue[K], sync: Callable[[K], Awaitable[float | N
     try:
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
 
 
 def _log_failure(queue: str, key: object, exc: Exception) -> None:

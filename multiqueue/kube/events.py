@@ -21,6 +21,7 @@ from multiqueue.api.meta import format_time, metadata
 from multiqueue.api.types import EVENTS, NORMAL, WARNING, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import KubeError, NotFound
+from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,7 @@ class EventRecorder:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_timeout):
                 await self._queue.join()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_and_wait([self._task])
         self._task = None
 
     def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:

@@ -9,7 +9,6 @@ workers read the cache. One informer serves everyone who needs the same resource
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import random
@@ -21,6 +20,7 @@ from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
 from multiqueue.kube.indexer import NAMESPACE_INDEX, Indexer, IndexFunc
+from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +159,8 @@ class Informer:
             )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
 
     async def _run(self) -> None:
         failures = 0

@@ -7,7 +7,6 @@ to a real cluster.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from pathlib import Path
@@ -23,6 +22,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.config import LocalCluster
 from multiqueue.local.kubelet import LocalKubelet
 
@@ -101,11 +101,7 @@ class ClusterComponents:
         a real node's containers outlive its kubelet) unless ``stop_pods``."""
         if stop_pods and self.kubelet is not None:
             await self.kubelet.stop_all_pods()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         for recorder in self._recorders:
             await recorder.stop()
         if self.factory is not None:

@@ -54,6 +54,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local import containers
 from multiqueue.local.containers import (
@@ -267,11 +268,7 @@ class LocalKubelet:
         """Stop watching every pod; nothing is killed."""
         tasks = [r.task for r in self._running.values() if r.task is not None]
         tasks += list(self._background)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         self._running.clear()
 
     async def stop_all_pods(self, grace: float = 0.0) -> None:
@@ -668,10 +665,7 @@ class LocalKubelet:
     async def _stop_running(self, running: _Running, grace: float) -> None:
         running.stopping = True
         await containers.stop_processes(list(running.processes), grace)
-        if running.task is not None:
-            running.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running.task
+        await cancel_and_wait([running.task])
 
     async def _stop_recorded(self, pod: Obj, grace: float) -> bool:
         """Stop the processes the records show running for this pod; whether there were any."""

@@ -621,3 +621,61 @@ async def _namespace_events(
             if until is not None and until(event):
                 break
     return events
+
+
+async def test_orphaning_dependents_that_change_meanwhile_keeps_every_one(
+    http: aiohttp.ClientSession,
+) -> None:
+    """Deleting with propagationPolicy=Orphan while the dependents are being written: a conflict on one of them
+    is tried again, so every dependent loses its owner reference and stays (the collector once dropped the
+    finalizer after a conflict and then deleted the dependents it had promised to keep)."""
+    path = "/api/v1/namespaces/default/configmaps"
+    code, owner = await _call(http, "POST", path, json={"metadata": {"name": "owner"}})
+    assert code == 201
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    names = [f"dependent-{i}" for i in range(20)]
+    for name in names:
+        body = {"metadata": {"name": name, "ownerReferences": [ref]}, "data": {"n": "0"}}
+        assert (await _call(http, "POST", path, json=body))[0] == 201
+    writing = True
+
+    async def keep_writing(name: str) -> int:
+        writes = 0
+        while writing:
+            patch = {"data": {"n": str(writes)}}
+            code, _ = await _call(
+                http, "PATCH", f"{path}/{name}", json=patch,
+                headers={"Content-Type": "application/merge-patch+json"},
+            )  # fmt: skip
+            assert code == 200
+            writes += 1
+        return writes
+
+    writers = [asyncio.create_task(keep_writing(name)) for name in names]
+    try:
+        code, _ = await _call(http, "DELETE", f"{path}/owner", json={"propagationPolicy": "Orphan"})
+        assert code == 200
+        gone = await _watch(http, path, "owner", within=20, until=lambda e: e["type"] == "DELETED")
+        assert gone and gone[-1]["type"] == "DELETED"
+    finally:
+        writing = False
+        written = await asyncio.gather(*writers)
+    assert sum(written) > 0
+    for name in names:
+        code, dependent = await _call(http, "GET", f"{path}/{name}")
+        assert code == 200, f"{name} was deleted though its owner was deleted with Orphan"
+        assert "ownerReferences" not in dependent["metadata"], dependent["metadata"]
+
+
+async def _watch(
+    http: aiohttp.ClientSession, path: str, name: str, within: int, until: Any
+) -> list[dict[str, Any]]:
+    """Watch events of one object until one satisfies ``until`` or ``within`` seconds pass."""
+    query = {"watch": "1", "timeoutSeconds": str(within), "fieldSelector": f"metadata.name={name}"}
+    events: list[dict[str, Any]] = []
+    async with http.get(path, params=query) as response:
+        async for line in response.content:
+            events.append(json.loads(line))
+            if until(events[-1]):
+                break
+    return events

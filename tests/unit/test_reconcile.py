@@ -11,6 +11,7 @@ import pytest
 
 from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import Conflict
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import WorkQueue
 
 
@@ -150,3 +151,43 @@ async def test_cancelling_mid_sync_releases_the_key() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert not queue.busy, "the key in progress is done, not stuck"
+
+
+async def test_cancelling_while_a_sync_stops_a_task_of_its_own_ends_the_loop() -> None:
+    """A sync that stops a task of its own (the kubelet stopping a pod's watcher) may be cancelled while it waits
+    for that task: the cancellation is the loop's, and the loop ends. Once, the wait swallowed it and the
+    worker ran on, so stopping a cluster hung."""
+    queue: WorkQueue[str] = WorkQueue("t")
+    started, waiting = asyncio.Event(), asyncio.Event()
+
+    async def slow_to_stop() -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            waiting.set()
+            await asyncio.shield(asyncio.sleep(0.05))  # cleanup that outlasts the cancel
+
+    async def sync(key: str) -> float | None:
+        own = asyncio.create_task(slow_to_stop())
+        await started.wait()
+        await cancel_and_wait([own])
+        return None
+
+    loop = asyncio.create_task(reconcile(queue, sync, workers=1))
+    queue.add("a")
+    async with asyncio.timeout(5):
+        await waiting.wait()
+    loop.cancel()
+    await asyncio.wait({loop}, timeout=5)  # waits without cancelling it again
+    assert loop.cancelled(), "the worker ran on after the loop was cancelled"
+
+
+async def test_cancel_and_wait_raises_what_a_task_failed_with() -> None:
+    async def fails() -> None:
+        raise ValueError("broken")
+
+    failing = asyncio.create_task(fails())
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError, match="broken"):
+        await cancel_and_wait([failing, None])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 
 from multiqueue.api.meta import as_dict, as_list, condition_is_true, format_time, metadata
 from multiqueue.api.types import Obj
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.apiserver.registry import CRD_KEY, Registry, crd_types
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import ApiError, Rest
@@ -44,10 +44,7 @@ class CrdController:
         self._task = asyncio.create_task(self._run(), name="crd-controller")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     def _on_event(self, event: Event) -> None:
         if event.resource != CRD_KEY:

@@ -3,18 +3,23 @@
 Upstream runs these in kube-controller-manager; a local cluster runs them beside its store so that
 ``propagationPolicy`` and namespace deletion behave as users expect (CronJob -> Job -> Pod cascades,
 ``blockOwnerDeletion`` under Foreground, orphaning). Work arrives from store events as keys on a queue; each item
-is re-read from the store when processed, so repeats and stale items are harmless.
+is re-read from the store when processed, so repeats and stale items are harmless. A write that fails (a conflict
+with a writer in between, say) brings its item back after the queue's back-off, as upstream's collector retries:
+nothing is promised (a finalizer removed) before the work it stands for is done.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 
 from multiqueue.api.meta import as_dict, as_list, metadata
 from multiqueue.api.types import Obj
+from multiqueue.kube.controller import reconcile
+from multiqueue.kube.errors import error_for
+from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.resources import ResourceType
 from multiqueue.local.apiserver.rest import FOREGROUND_FINALIZER, ORPHAN_FINALIZER, ApiError, Rest
@@ -32,27 +37,21 @@ class GarbageCollector:
         self.store = store
         self.registry = registry
         self.rest = rest
-        self._queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-        self._queued: set[WorkItem] = set()
+        self._queue: WorkQueue[WorkItem] = WorkQueue("garbage-collector")
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.store.add_listener(self._on_event)
         self._scan()
-        self._task = asyncio.create_task(self._run(), name="garbage-collector")
+        self._task = asyncio.create_task(reconcile(self._queue, self._sync, 1), name="garbage-collector")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     # --- what needs looking at -------------------------------------------------------------------------------
 
     def _enqueue(self, item: WorkItem) -> None:
-        if item not in self._queued:
-            self._queued.add(item)
-            self._queue.put_nowait(item)
+        self._queue.add(item)
 
     def _on_event(self, event: Event) -> None:
         meta = metadata(event.obj)
@@ -92,22 +91,18 @@ class GarbageCollector:
 
     # --- doing it --------------------------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while True:
-            item = await self._queue.get()
-            self._queued.discard(item)
-            try:
-                kind, value = item
-                if kind == "owner-gone":
-                    await self._collect_dependents(value)
-                elif kind == "owner":
-                    await self._process_deleting_owner(value)
-                elif kind == "namespace":
-                    await self._clean_namespace(value)
-            except ApiError as exc:
-                log.debug("garbage collector: %s on %s; will see it again on the next event", exc, item)
-            except Exception:
-                log.exception("garbage collector failed on %s", item)
+    async def _sync(self, item: WorkItem) -> None:
+        """One item; a refused write is raised as the client's typed error, so the shared loop retries it."""
+        kind, value = item
+        try:
+            if kind == "owner-gone":
+                await self._collect_dependents(value)
+            elif kind == "owner":
+                await self._process_deleting_owner(value)
+            elif kind == "namespace":
+                await self._clean_namespace(value)
+        except ApiError as exc:
+            raise error_for(exc.code, exc.status) from exc
 
     def _rtype(self, key: str) -> ResourceType | None:
         types = self.registry.by_key(key)
@@ -207,7 +202,7 @@ class GarbageCollector:
                 manager="kube-controller-manager",
             )
         except ApiError as exc:
-            if exc.code not in (404, 409):
+            if exc.code != 404:  # a conflict is tried again on a fresh read
                 raise
 
 

@@ -15,6 +15,7 @@ from typing import Final
 from multiqueue.api.meta import metadata
 from multiqueue.api.types import Obj
 from multiqueue.kube.controller import reconcile
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.rest import ApiError, Rest
@@ -72,10 +73,7 @@ class NamespacePublisher:
 
     async def stop(self) -> None:
         self.queue.shut_down()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     def _on_event(self, event: Event) -> None:
         name = str(metadata(event.obj).get("name"))
