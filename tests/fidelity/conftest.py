@@ -4,6 +4,8 @@ names and the like compare equal), each runs the local kubelet, and each is a ``
 own for the whole session.
 
 Upstream is the oracle. Where its binaries are not built the tests skip, naming the build command; CI builds them.
+Every test on the pair carries the ``fidelity`` mark and runs as its own step (``pytest -m fidelity tests/fidelity``),
+as the robustness suite does, so the everyday suite stays quick; the comparison logic's own tests stay in it.
 """
 
 from __future__ import annotations
@@ -134,6 +136,13 @@ class _LocalUp:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         kill_processes_under(self.state_dir)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents and "pair" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.fidelity)
 
 
 @pytest.fixture(scope="session")
