@@ -345,8 +345,11 @@ def _status(args: argparse.Namespace) -> int:
     )
     print()
     _print_table(
-        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "AGE"],
-        [[j.kind, j.key, j.worker, j.state, j.completions, _format_age(j.age_seconds)] for j in jobs_rows],
+        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", "MESSAGE"],
+        [
+            [j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds), j.message]
+            for j in jobs_rows
+        ],
     )
     return 0
 

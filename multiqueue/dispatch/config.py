@@ -171,6 +171,11 @@ class ManagerConfig(BaseModel):
     worker_lost_timeout: Annotated[float, Field(gt=0, alias="workerLostTimeout")] = Field(
         900.0, description="Seconds a worker may be unreachable before its unfinished Jobs run elsewhere."
     )
+    mirror_ttl_after_finished: Annotated[float, Field(ge=0, alias="mirrorTTLSecondsAfterFinished")] = Field(
+        3600.0,
+        description="Seconds a finished Job's mirror, with its pods and their logs, stays on the worker (0: "
+        "removed at once). Deleting the user's Job removes it sooner.",
+    )
     worker_secrets: WorkerSecretsConfig = Field(
         default_factory=lambda: WorkerSecretsConfig.model_validate({}),
         alias="workerSecrets",

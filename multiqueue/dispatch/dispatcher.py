@@ -56,6 +56,7 @@ class DispatchSettings:
     gc_interval: float = 60.0
     worker_lost_timeout: float = 900.0
     workers_count: int = 8
+    mirror_ttl_after_finished: float = 3600.0
 
 
 class Dispatcher:
@@ -254,7 +255,13 @@ class Dispatcher:
             turn=sum(self.metrics.dispatched.values()),
         )
         with tracer.start_as_current_span("dispatch.sync", attributes={"job": name, "kind": kind}):
-            actions = decide(adapter, self.settings.identity, self.settings.policy, seen)
+            actions = decide(
+                adapter,
+                self.settings.identity,
+                self.settings.policy,
+                seen,
+                keep_finished=self.settings.mirror_ttl_after_finished,
+            )
             requeue_after = await self.executor.run(key, adapter, user, actions, rank)
         if actions.hold is not None:
             self._nudge(actions.hold[0])

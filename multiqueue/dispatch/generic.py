@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from multiqueue.api.meta import as_dict, as_list
+from multiqueue.api.meta import as_dict, as_list, find_condition, parse_time
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.api.types import Obj, Resource
 
@@ -22,6 +22,32 @@ class PodSet:
     name: str
     count: int
     requests: dict[str, float]  # one pod's, in base units (cpu in cores, memory in bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finish:
+    """How a finished Job ended, from the condition that says so: its Events and how long its mirror is kept
+    (``at``, seconds since the epoch; None when the condition carries no time)."""
+
+    succeeded: bool
+    reason: str
+    message: str
+    at: float | None
+
+
+def finish_of(conditions: object, succeeded: str, failed: str) -> Finish | None:
+    """The Finish a kind's ``succeeded`` or ``failed`` condition type records, once one of them is True."""
+    for type_ in (succeeded, failed):
+        found = find_condition(conditions, type_)
+        if found is not None and found.get("status") == "True":
+            when = parse_time(found.get("lastTransitionTime"))
+            return Finish(
+                type_ == succeeded,
+                str(found.get("reason") or type_),
+                str(found.get("message") or ""),
+                when.timestamp() if when is not None else None,
+            )
+    return None
 
 
 class StatusRefused(Exception):
@@ -36,6 +62,10 @@ class GenericJob(Protocol):
     def is_suspended(self, obj: Obj) -> bool: ...
 
     def is_finished(self, obj: Obj) -> bool: ...
+
+    def finish(self, obj: Obj) -> Finish | None:
+        """How it ended, once finished (None before)."""
+        ...
 
     def build_mirror(self, obj: Obj, origin: str) -> Obj: ...
 

@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from multiqueue.api import jobs
-from multiqueue.api.meta import labels_of, metadata, namespace_of, parse_time
-from multiqueue.api.types import JOBS, PODS, SECRETS, Obj
+from multiqueue.api.meta import annotations_of, as_dict, labels_of, metadata, namespace_of, parse_time, uid_of
+from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
+from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
 from multiqueue.dispatch.generic import GenericJob
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
 from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
@@ -34,10 +35,12 @@ class WorkerRow:
 class JobRow:
     kind: str
     key: str
-    worker: str
+    worker: str  # where it was placed; "-" until then, whatever worker it asks for
     state: str
     completions: str
     age_seconds: float
+    reason: str = "-"  # how it ended, or the manager's latest Event about it (why it waits, a conflict)
+    message: str = ""
 
 
 @dataclasses.dataclass
@@ -98,16 +101,43 @@ async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worke
     return found
 
 
-def _state(adapter: GenericJob, job: Obj) -> str:
+def _state(adapter: GenericJob, job: Obj, placed: bool) -> str:
     if adapter.is_finished(job):
         if adapter.resource != JOBS:
             return "Finished"
         return "Complete" if jobs.is_complete(job) else "Failed"
     if adapter.is_suspended(job):
         return "Suspended"
-    if CLUSTER_LABEL not in labels_of(job):
-        return "Waiting"
-    return "Running"
+    return "Running" if placed else "Waiting"
+
+
+def _why(adapter: GenericJob, job: Obj, latest: dict[str, Obj]) -> tuple[str, str]:
+    """(reason, message): how a finished Job ended, else the manager's latest Event about it."""
+    finish = adapter.finish(job)
+    if finish is not None:
+        return finish.reason, finish.message
+    event = latest.get(uid_of(job))
+    if event is None:
+        return "-", ""
+    return str(event.get("reason") or "-"), str(event.get("message") or "")
+
+
+def _event_time(event: Obj) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
+async def _latest_events(client: KubeClient) -> dict[str, Obj]:
+    """The dispatcher's latest Event about each object (by UID); none when Events cannot be read."""
+    try:
+        events, _ = await client.list(EVENTS, field_selector=f"reportingComponent={DISPATCHER_COMPONENT}")
+    except (KubeError, OSError):
+        return {}
+    latest: dict[str, Obj] = {}
+    for event in sorted(events, key=_event_time):
+        uid = str(as_dict(event.get("involvedObject")).get("uid") or "")
+        if uid:
+            latest[uid] = event
+    return latest
 
 
 def _completions(adapter: GenericJob, job: Obj) -> str:
@@ -141,9 +171,11 @@ async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
 
 async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
     """Workers with their health and load, and every Job (of every configured kind) this manager handles."""
+    identity = _identity(config)
     async with _connect(config.management, "management") as client:
         known = await _workers(config, client)
         listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
+        latest = await _latest_events(client)
     workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
     now = datetime.now(UTC)
     rows = []
@@ -152,17 +184,25 @@ async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
             if adapter.managed_by(job) != config.managed_by:
                 continue
             created = parse_time(metadata(job).get("creationTimestamp")) or now
+            placed = identity.holds(job) or adapter.is_finished(job)
+            reason, message = _why(adapter, job, latest)
             rows.append(
                 JobRow(
                     kind=adapter.resource.kind,
                     key=f"{namespace_of(job)}/{metadata(job).get('name')}",
-                    worker=labels_of(job).get(CLUSTER_LABEL, "-"),
-                    state=_state(adapter, job),
+                    worker=labels_of(job).get(CLUSTER_LABEL, "-") if placed else "-",
+                    state=_state(adapter, job, placed),
                     completions=_completions(adapter, job),
                     age_seconds=(now - created).total_seconds(),
+                    reason=reason,
+                    message=message,
                 )
             )
     return list(workers), sorted(rows, key=lambda r: (r.kind, r.key))
+
+
+def _identity(config: ManagerConfig) -> Identity:
+    return Identity(config.name, config.managed_by)
 
 
 def _adapters(config: ManagerConfig) -> list[GenericJob]:
@@ -175,25 +215,42 @@ class LogsError(Exception):
 
 
 async def logs(config: ManagerConfig, name: str, namespace: str, index: int | None) -> list[tuple[str, str]]:
-    """(pod name, log text) of the Job's pods on the worker that runs it, lowest index first."""
+    """(pod name, log text) of the Job's pods on the worker that ran it, lowest index first: only from the mirror
+    this manager made of this very Job, never from another Job of the same name there."""
+    where = f'job "{namespace}/{name}"'
     async with _connect(config.management, "management") as client:
         try:
             job = await client.get(JOBS, name, namespace)
         except NotFound as exc:
-            raise LogsError(f'job "{namespace}/{name}" not found on the management cluster') from exc
+            raise LogsError(f"{where} not found on the management cluster") from exc
         worker_name = labels_of(job).get(CLUSTER_LABEL)
-        known = await _workers(config, client) if worker_name else []
+        placed = _identity(config).holds(job)
+        known = await _workers(config, client) if placed else []
     worker = next((w for w in known if w.name == worker_name), None)
     if worker is None:
-        raise LogsError(f'job "{namespace}/{name}" has not been dispatched to a worker (yet)')
+        if jobs.is_finished(job):
+            raise LogsError(
+                f"{where} finished and its mirror is gone from the worker; mirrors stay "
+                f"{config.mirror_ttl_after_finished:g}s after the Job finishes (mirrorTTLSecondsAfterFinished)"
+            )
+        raise LogsError(f"{where} has not been dispatched to a worker (yet)")
     async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
-        pods, _ = await client.list(PODS, namespace, label_selector=f"{jobs.JOB_NAME_LABEL}={name}")
+        try:
+            mirror = await client.get(JOBS, name, namespace)
+        except NotFound as exc:
+            raise LogsError(f"{where} has no mirror on worker {worker.name} (yet)") from exc
+        if annotations_of(mirror).get(ORIGIN_UID_ANNOTATION) != uid_of(job):
+            raise LogsError(
+                f"the Job named {name} on worker {worker.name} was not made for this Job (another manager's, or "
+                "nobody's); its logs are not shown"
+            )
+        pods, _ = await client.list(
+            PODS, namespace, label_selector=f"{jobs.CONTROLLER_UID_LABEL}={uid_of(mirror)}"
+        )
         if index is not None:
             pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(index)]
         if not pods:
-            raise LogsError(
-                f'no pods of job "{namespace}/{name}" on worker {worker.name} (not started yet, or cleaned up after the Job finished)'
-            )
+            raise LogsError(f"no pods of {where} on worker {worker.name} (not started yet)")
         pods.sort(
             key=lambda p: (
                 int(labels_of(p).get(jobs.COMPLETION_INDEX, "0") or 0),

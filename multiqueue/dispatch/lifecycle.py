@@ -24,7 +24,7 @@ from multiqueue.dispatch.mirror import (
     pending_progress,
     with_progress,
 )
-from multiqueue.dispatch.placement import Placement, WaitReason, WorkerView, place
+from multiqueue.dispatch.placement import NEEDS_A_CHANGE, Placement, WaitReason, WorkerView, place
 
 # A worker whose request slots are all held by slow requests: act on it this much later.
 WORKER_BUSY_RETRY: Final = 1.0
@@ -92,8 +92,12 @@ class Actions:
     requeue_after: float | None = None
 
 
-def decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
-    actions = _decide(adapter, identity, policy, seen)
+def decide(
+    adapter: GenericJob, identity: Identity, policy: str, seen: Observed, keep_finished: float = 0.0
+) -> Actions:
+    """The actions for one Job. ``keep_finished``: seconds a finished Job's mirror (and so its pods and their
+    logs) stays on the worker after the Job finished; deleting the user's Job takes it sooner."""
+    actions = _decide(adapter, identity, policy, seen, keep_finished)
     # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
     # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
     active = {w.name for w in seen.workers if w.active}
@@ -112,7 +116,9 @@ def decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed)
     return actions
 
 
-def _decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
+def _decide(
+    adapter: GenericJob, identity: Identity, policy: str, seen: Observed, keep_finished: float
+) -> Actions:
     user = seen.user
     if user is None:
         # The user's Job is gone for good: any mirror of it is garbage.
@@ -126,6 +132,16 @@ def _decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed
     placed = labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None
     lost = frozenset(w.name for w in seen.workers if w.lost)
 
+    if adapter.is_finished(user) and not metadata(user).get("deletionTimestamp"):
+        finish = adapter.finish(user)
+        until = None if finish is None or finish.at is None else finish.at + keep_finished
+        # A draining worker is being let go: what is finished there goes at once.
+        draining = any(w.name == placed and not w.accepting for w in seen.workers)
+        if placed in ours and until is not None and seen.now < until and not draining:
+            # Kept, finished, so that its pods' logs can still be read; then it goes as below.
+            actions.delete_mirrors += [(w, m) for w, m in ours.items() if w != placed]
+            actions.requeue_after = until - seen.now
+            return actions
     if metadata(user).get("deletionTimestamp") or adapter.is_finished(user):
         actions.delete_mirrors += list(ours.items())
         # A mirror on a lost worker must not keep the user's Job from going: it is collected on the
@@ -155,12 +171,34 @@ def _decide(adapter: GenericJob, identity: Identity, policy: str, seen: Observed
         return actions  # its status is the seeded one until it runs
     try:
         actions.status = adapter.synced_status(user, mirror)
+        if actions.status is not None:
+            _finished_event(actions, adapter, {**user, "status": actions.status}, placed)
     except StatusRefused as refused:
         actions.status_refused = True
         actions.events.append(
             Event(WARNING, "StatusSyncRejected", f"status from worker {placed} not applied: {refused}")
         )
     return actions
+
+
+def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: str) -> None:
+    """The status being written finishes the Job: say how, as the worker's Job controller said it there."""
+    finish = adapter.finish(synced)
+    if finish is None:
+        return
+    if finish.succeeded:
+        actions.events.append(Event(NORMAL, "Completed", f"Job completed on worker {worker}"))
+        return
+    message = f"{finish.message} (on worker {worker})" if finish.message else f"Job failed on worker {worker}"
+    actions.events.append(Event(WARNING, finish.reason, message))
+
+
+def pending_event(waiting: Waiting) -> Event:
+    """A Job that waits for something that passes by itself gets a Pending Event; one that waits until someone
+    changes the Job, the config or a worker gets a Warning with the reason."""
+    if waiting.reason in NEEDS_A_CHANGE:
+        return Event(WARNING, waiting.reason.value, waiting.message)
+    return Event(NORMAL, "Pending", waiting.message)
 
 
 def _place(actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
@@ -187,10 +225,10 @@ def _wait(actions: Actions, placement: Placement, refused: dict[str, Rejection],
     if refused and placement.reason in (WaitReason.NO_WORKER, WaitReason.NO_MATCHING_WORKER):
         # Every worker that would take it refused its mirror: that is why it waits.
         latest = max(refused.values(), key=lambda r: r.at)
-        actions.waiting = Waiting(WaitReason.MIRROR_REJECTED, _rejected_message(latest))
+        actions.waiting = Waiting(_refusal_reason(latest), _rejected_message(latest))
     else:
         actions.waiting = Waiting(placement.reason, placement.message, placement.candidates)
-    actions.events.append(Event(NORMAL, "Pending", actions.waiting.message))
+    actions.events.append(pending_event(actions.waiting))
     if refused:
         actions.requeue_after = max(0.0, min(r.retry_at() for r in refused.values()) - now)
 
@@ -213,9 +251,8 @@ def _create(
     if rejection is not None and seen.now < rejection.retry_at():
         # Nothing was created: let the placement go, so the Job waits (or goes elsewhere) with the reason.
         actions.unplace = True
-        reason = "MirrorConflict" if rejection.existing_origin is not None else "MirrorRejected"
-        actions.events.append(Event(WARNING, reason, _rejected_message(rejection)))
-        actions.waiting = Waiting(WaitReason.MIRROR_REJECTED, _rejected_message(rejection))
+        actions.waiting = Waiting(_refusal_reason(rejection), _rejected_message(rejection))
+        actions.events.append(pending_event(actions.waiting))
         return actions
     if not any(w.name == placed and w.active for w in seen.workers):
         actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
@@ -223,6 +260,10 @@ def _create(
     actions.create_mirror = (placed, _mirror_body(adapter, identity, user))
     actions.events.append(Event(NORMAL, "Dispatched", f"Job dispatched to worker {placed}"))
     return actions
+
+
+def _refusal_reason(rejection: Rejection) -> WaitReason:
+    return WaitReason.MIRROR_REJECTED if rejection.existing_origin is None else WaitReason.MIRROR_CONFLICT
 
 
 def _rejected_message(rejection: Rejection) -> str:
@@ -258,6 +299,7 @@ def _redispatch(
         assert placement.reason is not None
         message = f"worker {placed} is lost; {placement.message}"
         actions.waiting = Waiting(placement.reason, message, placement.candidates)
+        # It waits for its worker to come back, or for another to take it: that passes by itself.
         actions.events.append(Event(NORMAL, "Pending", message))
         return actions
     actions.hold = (placement.worker, asked)

@@ -80,6 +80,7 @@ class Manager:
                 namespaces=frozenset(config.namespaces),
                 gc_interval=config.gc_interval,
                 worker_lost_timeout=config.worker_lost_timeout,
+                mirror_ttl_after_finished=config.mirror_ttl_after_finished,
             ),
             priorities=factory.informer(PRIORITY_CLASSES),
             meter=self.meter,

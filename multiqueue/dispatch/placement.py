@@ -28,8 +28,24 @@ class WaitReason(enum.StrEnum):
     WORKER_DRAINING = "WorkerDraining"
     NO_ACTIVE_WORKER = "NoActiveWorker"
     NO_CAPACITY = "NoCapacity"
+    NEVER_FITS = "NeverFits"  # asks more than any matching worker has in all: it waits until that changes
     WORKER_INACTIVE = "WorkerInactive"  # placed on a worker that cannot be reached (not lost yet)
     MIRROR_REJECTED = "MirrorRejected"
+    MIRROR_CONFLICT = "MirrorConflict"  # a Job of that name, not made for this one, is in the way there
+
+
+# Reasons that do not pass by themselves (a worker freeing capacity or coming back): someone must change the Job,
+# the config or a worker. Their Events are Warnings.
+NEEDS_A_CHANGE: Final = frozenset(
+    {
+        WaitReason.NO_WORKER,
+        WaitReason.NO_MATCHING_WORKER,
+        WaitReason.INVALID_SELECTOR,
+        WaitReason.NEVER_FITS,
+        WaitReason.MIRROR_REJECTED,
+        WaitReason.MIRROR_CONFLICT,
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +70,18 @@ class WorkerView:
     slow: bool = False
     # Its free capacity is promised to a waiting Job ranked before the one being placed.
     held: bool = False
+    # Resource name -> its configured quota in all (base units), as ``free`` lists them.
+    capacity: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def beyond(demand: dict[str, float], worker: WorkerView) -> str | None:
+    """The first thing ``worker`` could never give a Job asking ``demand``, even with nothing else running."""
+    if worker.max_jobs == 0:
+        return "maxJobs 0"
+    for resource, amount in sorted(demand.items()):
+        if resource in worker.capacity and amount > worker.capacity[resource] + 1e-9:
+            return resource
+    return None
 
 
 def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
@@ -115,6 +143,10 @@ def place(
             return Placement(
                 None, WaitReason.NO_MATCHING_WORKER, f"no worker matches selector {selector_text}"
             )
+    never = {w.name: beyond(demand or {}, w) for w in candidates}
+    if candidates and all(never.values()):
+        detail = ", ".join(f"{name} ({what})" for name, what in sorted(never.items()))
+        return Placement(None, WaitReason.NEVER_FITS, f"asks more than any worker has in all: {detail}")
     active = [w for w in candidates if w.active]
     if not active:
         if not candidates:

@@ -239,6 +239,7 @@ class WorkerPool:
                     accepting=not worker.draining,
                     slow=worker.slots.slow(started),
                     held=worker.name in held,
+                    capacity=dict(worker.settings.quota),
                 )
             )
         return views

@@ -213,8 +213,8 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
     management = clusters.client()
     await management.get(NAMESPACES, "multiqueue-system")  # local up makes the manager's namespace
     await management.create(JOBS, managed("early", "true"), "default")
-    waiting = await wait_for_event(management, "early", "Pending")
-    assert waiting["message"] == "no worker"
+    waiting = await wait_for_event(management, "early", "NoWorker")
+    assert (waiting["type"], waiting["message"]) == ("Warning", "no worker")
 
     refused = worker_secret(
         "bad-worker",
@@ -249,7 +249,7 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
             dispatcher.pool.changed.clear()
             await dispatcher.pool.changed.wait()
     await management.create(JOBS, managed("late", "true"), "default")
-    late = await wait_for_event(management, "late", "Pending")
+    late = await wait_for_event(management, "late", "NoWorker")
     assert late["message"] == "no worker"
     with pytest.raises(NotFound):
         await clusters.client("worker-2").get(JOBS, "late", "default")

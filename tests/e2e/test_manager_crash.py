@@ -92,7 +92,11 @@ async def test_manager_killed_at_random_points_loses_nothing_and_runs_nothing_tw
     seed = int(os.environ.get("MULTIQUEUE_CRASH_SEED", random.randrange(1 << 30)))
     print(f"\nseed {seed} (set MULTIQUEUE_CRASH_SEED to repeat this run)")
     rng = random.Random(seed)
-    config = clusters.manager_config().model_copy(update={"metrics_address": "127.0.0.1:0"})
+    # A finished Job's mirror goes at once, so that the release (mirror deleted, finalizer removed) is one of the
+    # steps a kill can land in.
+    config = clusters.manager_config().model_copy(
+        update={"metrics_address": "127.0.0.1:0", "mirror_ttl_after_finished": 0.0}
+    )
     config_path = tmp_path / "manager.yaml"
     config_path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
     clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}

@@ -283,6 +283,20 @@ def events_about(events: Recorder, name: str, reasons: Iterable[str] = ()) -> li
     return list(found.values())
 
 
+def told(events: Recorder, name: str, reason: str) -> int:
+    """How many times the Event about ``name`` with ``reason`` was told: its count, aggregated repeats included."""
+    return max(
+        (
+            int(event.get("count") or 1)
+            for type_, event in events.events
+            if type_ != "DELETED"
+            and (event.get("involvedObject") or {}).get("name") == name
+            and event.get("reason") == reason
+        ),
+        default=0,
+    )
+
+
 # --- a stand-in JobGroup controller ------------------------------------------------------------------------------
 
 

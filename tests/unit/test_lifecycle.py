@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -195,33 +196,48 @@ FULL = [
 ]
 
 
+PENDING = (NORMAL, "Pending")
+
+
+def _warning(reason: WaitReason) -> tuple[str, str]:
+    return (WARNING, reason.value)
+
+
 @pytest.mark.parametrize(
-    ("user", "workers", "reason", "candidates"),
+    ("user", "workers", "reason", "candidates", "event"),
     [
-        pytest.param(user_job(suspend=True), TWO, WaitReason.SUSPENDED, set(), id="suspended"),
-        pytest.param(user_job(), [], WaitReason.NO_WORKER, set(), id="no-worker"),
-        pytest.param(_labelled(**{CLUSTER_LABEL: "nowhere"}), TWO, WaitReason.NO_WORKER, set(), id="pinned-to-unknown-worker"),
-        pytest.param(_selecting("region=asia"), EU_US, WaitReason.NO_MATCHING_WORKER, set(), id="selector-matches-nothing"),
-        pytest.param(_selecting("region in (eu"), EU_US, WaitReason.INVALID_SELECTOR, set(), id="invalid-selector"),
-        pytest.param(user_job(), [view("worker-1", active=False), view("worker-2", active=False)], WaitReason.NO_ACTIVE_WORKER, set(), id="no-active-worker"),
-        pytest.param(_selecting("region=us"), [*EU_US[:1], view("worker-2", False, labels={"region": "us"})], WaitReason.NO_ACTIVE_WORKER, set(), id="no-active-matching-worker"),
-        pytest.param(user_job(), FULL, WaitReason.NO_CAPACITY, {"worker-1", "worker-2"}, id="no-capacity"),
-        pytest.param(user_job(), [view("worker-1", free={"cpu": 0.5})], WaitReason.NO_CAPACITY, {"worker-1"}, id="no-cpu"),
-        pytest.param(_labelled(**{CLUSTER_LABEL: "worker-1"}), [view("worker-1", accepting=False), view("worker-2")], WaitReason.WORKER_DRAINING, set(), id="pinned-worker-draining"),
-        pytest.param(user_job(), [view("worker-1", accepting=False)], WaitReason.NO_WORKER, set(), id="only-worker-draining"),
+        pytest.param(user_job(suspend=True), TWO, WaitReason.SUSPENDED, set(), None, id="suspended"),
+        pytest.param(user_job(), [], WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="no-worker"),
+        pytest.param(_labelled(**{CLUSTER_LABEL: "nowhere"}), TWO, WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="pinned-to-unknown-worker"),
+        pytest.param(_selecting("region=asia"), EU_US, WaitReason.NO_MATCHING_WORKER, set(), _warning(WaitReason.NO_MATCHING_WORKER), id="selector-matches-nothing"),
+        pytest.param(_selecting("region in (eu"), EU_US, WaitReason.INVALID_SELECTOR, set(), _warning(WaitReason.INVALID_SELECTOR), id="invalid-selector"),
+        pytest.param(user_job(), [view("worker-1", active=False), view("worker-2", active=False)], WaitReason.NO_ACTIVE_WORKER, set(), PENDING, id="no-active-worker"),
+        pytest.param(_selecting("region=us"), [*EU_US[:1], view("worker-2", False, labels={"region": "us"})], WaitReason.NO_ACTIVE_WORKER, set(), PENDING, id="no-active-matching-worker"),
+        pytest.param(user_job(), FULL, WaitReason.NO_CAPACITY, {"worker-1", "worker-2"}, PENDING, id="no-capacity"),
+        pytest.param(user_job(), [view("worker-1", free={"cpu": 0.5})], WaitReason.NO_CAPACITY, {"worker-1"}, PENDING, id="no-cpu"),
+        pytest.param(user_job(), [view("worker-1", free={"cpu": 0.5}, capacity={"cpu": 0.5})], WaitReason.NEVER_FITS, set(), _warning(WaitReason.NEVER_FITS), id="never-fits-the-only-worker"),
+        pytest.param(user_job(), [view("worker-1", free={"cpu": 0}, capacity={"cpu": 0.5}), view("worker-2", active=False, free={"cpu": 4}, capacity={"cpu": 4})], WaitReason.NO_CAPACITY, {"worker-1"}, PENDING, id="fits-only-an-unreachable-worker"),
+        pytest.param(user_job(), [view("worker-1", max_jobs=0), view("worker-2", capacity={"cpu": 0.25}, free={"cpu": 0.25})], WaitReason.NEVER_FITS, set(), _warning(WaitReason.NEVER_FITS), id="never-fits-any-worker"),
+        pytest.param(_selecting("region=eu"), [view("worker-1", labels={"region": "eu"}, capacity={"cpu": 0.5}, free={"cpu": 0.5}), view("worker-2", labels={"region": "us"})], WaitReason.NEVER_FITS, set(), _warning(WaitReason.NEVER_FITS), id="never-fits-the-matching-worker"),
+        pytest.param(_labelled(**{CLUSTER_LABEL: "worker-1"}), [view("worker-1", accepting=False), view("worker-2")], WaitReason.WORKER_DRAINING, set(), PENDING, id="pinned-worker-draining"),
+        pytest.param(user_job(), [view("worker-1", accepting=False)], WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="only-worker-draining"),
     ],
 )  # fmt: skip
 def test_why_a_job_waits(
-    user: dict[str, Any], workers: list[WorkerView], reason: WaitReason, candidates: set[str]
+    user: dict[str, Any],
+    workers: list[WorkerView],
+    reason: WaitReason,
+    candidates: set[str],
+    event: tuple[str, str] | None,
 ) -> None:
+    """Waiting for what passes by itself is a Pending Event; waiting until someone changes something, a Warning
+    named for the reason."""
     user["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     actions = run(user, workers=workers)
     assert actions.waiting is not None
     assert actions.waiting.reason == reason
     assert actions.waiting.candidates == frozenset(candidates)
-    expected_events = (
-        [] if reason == WaitReason.SUSPENDED else [Event(NORMAL, "Pending", actions.waiting.message)]
-    )
+    expected_events = [] if event is None else [Event(*event, actions.waiting.message)]
     assert actions.events == expected_events
     assert actions == Actions(waiting=actions.waiting, events=expected_events), "nothing is placed or created"
 
@@ -486,7 +502,7 @@ def test_a_refused_mirror_lets_the_placement_go(
     assert actions == Actions(
         unplace=True,
         events=[Event(WARNING, event_reason, message)],
-        waiting=Waiting(WaitReason.MIRROR_REJECTED, message),
+        waiting=Waiting(WaitReason(event_reason), message),
     )
 
 
@@ -549,7 +565,7 @@ def test_a_job_every_worker_refused_waits_until_the_earliest_retry(now: float, e
     assert actions.waiting is not None and actions.waiting.reason == WaitReason.MIRROR_REJECTED
     assert "webhook said no" in actions.waiting.message, "the latest refusal is the one told"
     assert actions.requeue_after == pytest.approx(NOW + 5 - now)
-    assert actions.events == [Event(NORMAL, "Pending", actions.waiting.message)]
+    assert actions.events == [Event(WARNING, "MirrorRejected", actions.waiting.message)]
     assert actions.hold is None and actions.create_mirror is None
 
 
@@ -627,3 +643,101 @@ def test_a_jobgroup_counts_against_cpu_quotas(free: float, placed_on: str | None
         assert actions.waiting == Waiting(
             WaitReason.NO_CAPACITY, "waiting for capacity: cpu", frozenset({"worker-1"})
         )
+
+
+# --- a finished Job: its mirror kept for reading logs, then removed; how it ended told in an Event -------------
+
+FINISHED_AT = datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp()  # T1: the finish condition's time
+KEEP = 3600.0
+
+
+def _ended(body: dict[str, Any], type_: str, reason: str, message: str = "") -> dict[str, Any]:
+    when = datetime.fromtimestamp(FINISHED_AT, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": type_,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": when,
+    }
+    target = {**condition, "type": "FailureTarget" if type_ == "Failed" else "SuccessCriteriaMet"}
+    body["status"] = {"startTime": T0, "conditions": [target, condition]}
+    if type_ == "Complete":
+        body["status"] |= {"completionTime": when, "succeeded": 1}
+    else:
+        body["status"]["failed"] = 1
+    return body
+
+
+_DONE = _ended(placed(user_job(), "worker-1"), "Complete", "CompletionsReached")
+
+
+DRAINING_1 = [view("worker-1", accepting=False), view("worker-2")]
+
+
+@pytest.mark.parametrize(
+    ("user", "now", "mirrors", "expected", "workers"),
+    [
+        pytest.param(_DONE, FINISHED_AT + 1, {"worker-1": mirror_of(_DONE)}, Actions(requeue_after=KEEP - 1), TWO, id="kept-until-its-ttl"),
+        pytest.param(_DONE, FINISHED_AT + KEEP, {"worker-1": mirror_of(_DONE)}, Actions(delete_mirrors=[("worker-1", mirror_of(_DONE))]), TWO, id="removed-at-its-ttl"),
+        pytest.param(_DONE, FINISHED_AT + KEEP + 1, {}, Actions(remove_finalizer=True), TWO, id="gone-then-the-finalizer-goes"),
+        pytest.param(_DONE, FINISHED_AT + 1, {}, Actions(remove_finalizer=True), TWO, id="no-mirror-nothing-to-keep"),
+        pytest.param(_deleted(copy.deepcopy(_DONE)), FINISHED_AT + 1, {"worker-1": mirror_of(_DONE)}, Actions(delete_mirrors=[("worker-1", mirror_of(_DONE))]), TWO, id="deleting-the-job-takes-it-sooner"),
+        pytest.param(_DONE, FINISHED_AT + 1, {"worker-1": mirror_of(_DONE), "worker-2": mirror_of(_DONE)}, Actions(delete_mirrors=[("worker-2", mirror_of(_DONE))], requeue_after=KEEP - 1), TWO, id="a-stale-copy-elsewhere-goes-at-once"),
+        pytest.param(_DONE, FINISHED_AT + 1, {"worker-1": mirror_of(_DONE)}, Actions(delete_mirrors=[("worker-1", mirror_of(_DONE))]), DRAINING_1, id="its-worker-draining-removed-at-once"),
+        pytest.param(_finished(placed(user_job(), "worker-1")), FINISHED_AT + 1, {"worker-1": mirror_of(_DONE)}, Actions(delete_mirrors=[("worker-1", mirror_of(_DONE))]), TWO, id="no-finish-time-removed-at-once"),
+    ],
+)  # fmt: skip
+def test_a_finished_jobs_mirror_stays_for_its_ttl(
+    user: dict[str, Any],
+    now: float,
+    mirrors: dict[str, dict[str, Any]],
+    expected: Actions,
+    workers: list[WorkerView],
+) -> None:
+    actions = decide(
+        ADAPTER, US, "LeastLoaded", Observed(user, mirrors, workers, {}, now), keep_finished=KEEP
+    )
+    assert actions == expected
+
+
+@pytest.mark.parametrize(
+    ("mirror_status", "event"),
+    [
+        pytest.param(("Complete", "CompletionsReached", ""), Event(NORMAL, "Completed", "Job completed on worker worker-1"), id="complete"),
+        pytest.param(("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"), Event(WARNING, "BackoffLimitExceeded", "Job has reached the specified backoff limit (on worker worker-1)"), id="backoff-limit"),
+        pytest.param(("Failed", "DeadlineExceeded", ""), Event(WARNING, "DeadlineExceeded", "Job failed on worker worker-1"), id="no-message"),
+    ],
+)  # fmt: skip
+def test_the_status_that_finishes_the_job_comes_with_an_event_saying_how(
+    mirror_status: tuple[str, str, str], event: Event
+) -> None:
+    user = placed(user_job(), "worker-1")
+    user["status"] = {"startTime": T0, "active": 1}
+    mirror = _ended(mirror_of(user), *mirror_status)
+    actions = run(user, {"worker-1": mirror})
+    assert actions.status is not None and actions.status["conditions"] == mirror["status"]["conditions"], (
+        actions
+    )
+    assert actions.events == [event]
+    later = run({**user, "status": actions.status}, {"worker-1": mirror})
+    assert later.events == [], "told once, when it finishes"
+
+
+def test_a_job_asking_more_than_any_worker_has_says_so_and_what_each_lacks() -> None:
+    user = user_job()
+    user["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "64"}}
+    workers = [view("worker-1", capacity={"cpu": 8.0}, free={"cpu": 8.0}), view("worker-2", max_jobs=0)]
+    actions = run(user, workers=workers)
+    assert actions.waiting == Waiting(
+        WaitReason.NEVER_FITS, "asks more than any worker has in all: worker-1 (cpu), worker-2 (maxJobs 0)"
+    )
+
+
+def test_a_pinned_job_with_a_conflict_on_its_worker_keeps_waiting_with_the_conflict_as_a_warning() -> None:
+    user = _labelled(**{CLUSTER_LABEL: "worker-1"})
+    conflict = _rejection("worker-1", reason="AlreadyExists", existing_origin="")
+    actions = run(user, rejections={"worker-1": conflict})
+    assert actions.waiting is not None and actions.waiting.reason == WaitReason.MIRROR_CONFLICT
+    assert actions.events == [Event(WARNING, "MirrorConflict", actions.waiting.message)]
+    assert actions.place_on is None and actions.create_mirror is None, "not run elsewhere"

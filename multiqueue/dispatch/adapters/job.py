@@ -7,7 +7,7 @@ import copy
 from multiqueue.api import jobs
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import JOBS, Obj
-from multiqueue.dispatch.generic import PodSet, StatusRefused, pod_requests
+from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
 from multiqueue.dispatch.mirror import strip_for_mirror
 
 
@@ -24,6 +24,9 @@ class BatchJobAdapter:
 
     def is_finished(self, obj: Obj) -> bool:
         return jobs.is_finished(obj)
+
+    def finish(self, obj: Obj) -> Finish | None:
+        return finish_of(jobs.conditions_of(obj), jobs.COMPLETE, jobs.FAILED)
 
     def build_mirror(self, obj: Obj, origin: str) -> Obj:
         """managedBy removed so the worker's Job controller runs it; the generated selector and labels dropped so

@@ -11,7 +11,7 @@ from typing import Any
 
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import Obj, Resource
-from multiqueue.dispatch.generic import PodSet, StatusRefused, pod_requests
+from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
 from multiqueue.dispatch.mirror import strip_for_mirror
 
 TERMINAL = ("Completed", "Failed")
@@ -33,6 +33,9 @@ class JobGroupAdapter:
 
     def is_finished(self, obj: Obj) -> bool:
         return any(condition_is_true(_conditions(obj), c) for c in TERMINAL)
+
+    def finish(self, obj: Obj) -> Finish | None:
+        return finish_of(_conditions(obj), *TERMINAL)
 
     def build_mirror(self, obj: Obj, origin: str) -> Obj:
         mirror = strip_for_mirror(obj, origin)
