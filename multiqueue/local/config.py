@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from multiqueue.dispatch.config import ClusterName, first_duplicate, load_model
+from multiqueue.dispatch.config import Capacity, ClusterName, first_duplicate, load_model
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 
@@ -32,18 +32,41 @@ class LocalCluster(BaseModel):
     capacity_pods: Annotated[int, Field(ge=1, alias="capacityPods")] = 110
 
 
+class LocalWorker(BaseModel):
+    """A worker of the local manager: a cluster's name, and what the manager's config would say of it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: ClusterName
+    labels: dict[str, str] = Field(default_factory=dict)
+    capacity: Capacity = Field(default_factory=lambda: Capacity.model_validate({}))
+
+
 class LocalManager(BaseModel):
     """The multiqueue manager over local clusters: which one is the management cluster, which are workers."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     management: str = "management"
-    workers: Annotated[list[str], Field(min_length=1)] = Field(
-        default_factory=lambda: ["worker-1", "worker-2"]
+    # Each worker is a cluster's name, or {name, labels, capacity} as in the manager's config.
+    workers: Annotated[list[LocalWorker], Field(min_length=1)] = Field(
+        default_factory=lambda: [LocalWorker(name="worker-1"), LocalWorker(name="worker-2")]
     )
     placement: Literal["LeastLoaded", "RoundRobin", "Ordered"] = "LeastLoaded"
     # Where the manager serves /healthz, /readyz and /metrics; port 0 picks a free one (printed at start).
     metrics_address: Annotated[str, Field(alias="metricsAddress")] = "127.0.0.1:0"
+    mirror_ttl_after_finished: Annotated[float, Field(ge=0, alias="mirrorTTLSecondsAfterFinished")] = 3600.0
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _names_or_entries(cls, workers: Any) -> Any:
+        if isinstance(workers, list):
+            return [{"name": w} if isinstance(w, str) else w for w in workers]
+        return workers
+
+    @property
+    def worker_names(self) -> list[str]:
+        return [w.name for w in self.workers]
 
 
 class LocalConfig(BaseModel):
@@ -60,10 +83,10 @@ class LocalConfig(BaseModel):
     def _manager_names_clusters(self) -> LocalConfig:
         if self.manager is not None:
             known = {c.name for c in self.clusters}
-            for name in (self.manager.management, *self.manager.workers):
+            for name in (self.manager.management, *self.manager.worker_names):
                 if name not in known:
                     raise ValueError(f"manager names cluster {name!r}, which is not in clusters")
-            if self.manager.management in self.manager.workers:
+            if self.manager.management in self.manager.worker_names:
                 raise ValueError("the management cluster cannot also be a worker")
         return self
 

@@ -197,8 +197,18 @@ class LocalClusters:
         return ManagerConfig.model_validate(
             {
                 "management": {"kubeconfig": path, "context": local.management},
-                "workers": [{"name": w, "kubeconfig": path, "context": w} for w in local.workers],
+                "workers": [
+                    {
+                        "name": w.name,
+                        "kubeconfig": path,
+                        "context": w.name,
+                        "labels": w.labels,
+                        "capacity": w.capacity.model_dump(by_alias=True, exclude_none=True),
+                    }
+                    for w in local.workers
+                ],
                 "placement": local.placement,
+                "mirrorTTLSecondsAfterFinished": local.mirror_ttl_after_finished,
             }
         )
 

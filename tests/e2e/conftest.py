@@ -226,24 +226,18 @@ async def dispatching_clusters(
         async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
             yield on_kind
         return
+    # Labelled workers, as clusters/local.yaml can give them (selectors need labels).
+    workers = [
+        {"name": "worker-1", "labels": {"region": "eu"}},
+        {"name": "worker-2", "labels": {"region": "us"}},
+    ]
     config = LocalConfig(
         clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
-        manager=LocalManager(),
+        manager=LocalManager.model_validate({"workers": workers}),
         control_plane=request.getfixturevalue("control_plane"),
     )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
-    assert clusters.manager is not None
-    await clusters.manager.stop()
-    clusters.manager = None
-    # Restart the manager with labelled workers (selectors need them).
-    from multiqueue.dispatch.manager import Manager
-
-    manager_config = clusters.manager_config()
-    manager_config.workers[0].labels = {"region": "eu"}
-    manager_config.workers[1].labels = {"region": "us"}
-    clusters.manager = Manager(manager_config)
-    await clusters.manager.start()
     try:
         clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
         yield Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)

@@ -1,0 +1,67 @@
+"""clusters/local.yaml: workers as names or as entries with labels and capacity, carried into the manager's config
+that ``local up`` runs and writes to manager.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from multiqueue.dispatch.config import ConfigError
+from multiqueue.local.config import DEFAULT_CONFIG, load_local_config
+from multiqueue.local.up import LocalClusters
+
+CLUSTERS = [{"name": n} for n in ("management", "worker-1", "worker-2")]
+
+
+def _load(tmp_path: Path, manager: dict[str, Any]) -> LocalClusters:
+    path = tmp_path / "local.yaml"
+    path.write_text(yaml.safe_dump({"clusters": CLUSTERS, "manager": manager}))
+    return LocalClusters(load_local_config(path), tmp_path / "state")
+
+
+def test_workers_given_as_names_or_as_entries_reach_the_managers_config(tmp_path: Path) -> None:
+    entry = {
+        "name": "worker-2",
+        "labels": {"gpu": "a100"},
+        "capacity": {"maxJobs": 3, "resources": {"cpu": "8"}},
+    }
+    clusters = _load(tmp_path, {"workers": ["worker-1", entry], "mirrorTTLSecondsAfterFinished": 60})
+    config = clusters.manager_config()
+    plain, rich = config.workers
+    assert (plain.name, plain.labels, plain.capacity.max_jobs, plain.capacity.resources) == (
+        "worker-1",
+        {},
+        None,
+        {},
+    )
+    assert (rich.name, rich.labels) == ("worker-2", {"gpu": "a100"})
+    assert (rich.capacity.max_jobs, rich.capacity.resources) == (3, {"cpu": "8"})
+    assert (rich.context, config.mirror_ttl_after_finished) == ("worker-2", 60.0)
+
+
+@pytest.mark.parametrize(
+    ("manager", "problem"),
+    [
+        pytest.param({"workers": [{"name": "worker-9"}]}, "manager names cluster 'worker-9'", id="unknown-worker"),
+        pytest.param({"workers": [{"name": "worker-1", "capacity": {"resources": {"cpu": "lots"}}}]}, "'lots' is not a quantity", id="bad-quantity"),
+        pytest.param({"workers": [{"name": "worker-1", "label": {}}]}, "Extra inputs are not permitted", id="misspelt-key"),
+        pytest.param({"workers": ["management"]}, "cannot also be a worker", id="management-as-worker"),
+    ],
+)  # fmt: skip
+def test_a_bad_worker_entry_is_one_line_naming_it(
+    tmp_path: Path, manager: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        _load(tmp_path, manager)
+
+
+def test_the_shipped_local_yaml_labels_its_workers() -> None:
+    workers = load_local_config(DEFAULT_CONFIG).manager
+    assert workers is not None
+    assert {w.name: w.labels for w in workers.workers} == {
+        "worker-1": {"region": "eu"},
+        "worker-2": {"region": "us"},
+    }
