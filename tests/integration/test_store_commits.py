@@ -87,6 +87,8 @@ async def test_a_write_is_seen_only_once_it_commits(
     code, before = await _call(http, "POST", PATH, json={"metadata": {"name": "gated-a"}, "data": {"v": "1"}})
     assert code == 201
     gate = Gate(monkeypatch)
+    async with asyncio.timeout(10):
+        await apiserver.idle()  # its own first writes would move the list's resourceVersion
     list_rv, _ = await _listed(http)
     update = asyncio.create_task(
         _call(http, "PATCH", f"{PATH}/gated-a", json={"data": {"v": "2"}}, headers=MERGE)
@@ -119,6 +121,8 @@ async def test_a_failed_commit_leaves_nothing_of_its_writes(
 ) -> None:
     gate = Gate(monkeypatch)
     gate.fail = True
+    async with asyncio.timeout(10):
+        await apiserver.idle()  # its own first writes would move the list's resourceVersion
     list_rv, _ = await _listed(http)
     create = asyncio.create_task(_call(http, "POST", PATH, json={"metadata": {"name": "gated-c"}}))
     await gate.wait_entered()

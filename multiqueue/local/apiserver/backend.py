@@ -47,6 +47,12 @@ class Backend:
         publisher.start()
         return cls(store, rest, crds, gc, publisher)
 
+    async def idle(self) -> None:
+        """Wait until the server's own controllers have nothing queued (namespace contents published, garbage
+        collected): the writes a client did not ask for are done."""
+        await self.publisher.queue.join()
+        await self.gc.queue.join()
+
     async def close(self) -> None:
         await self.publisher.stop()
         await self.gc.stop()

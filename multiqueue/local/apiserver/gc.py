@@ -37,13 +37,13 @@ class GarbageCollector:
         self.store = store
         self.registry = registry
         self.rest = rest
-        self._queue: WorkQueue[WorkItem] = WorkQueue("garbage-collector")
+        self.queue: WorkQueue[WorkItem] = WorkQueue("garbage-collector")
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.store.add_listener(self._on_event)
         self._scan()
-        self._task = asyncio.create_task(reconcile(self._queue, self._sync, 1), name="garbage-collector")
+        self._task = asyncio.create_task(reconcile(self.queue, self._sync, 1), name="garbage-collector")
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
@@ -51,7 +51,7 @@ class GarbageCollector:
     # --- what needs looking at -------------------------------------------------------------------------------
 
     def _enqueue(self, item: WorkItem) -> None:
-        self._queue.add(item)
+        self.queue.add(item)
 
     def _on_event(self, event: Event) -> None:
         meta = metadata(event.obj)

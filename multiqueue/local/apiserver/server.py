@@ -150,6 +150,11 @@ class ApiServer:
         assert self._backend is not None, "server not started"
         return self._backend.rest
 
+    async def idle(self) -> None:
+        """Wait until the server's own controllers have nothing queued (see :meth:`Backend.idle`)."""
+        assert self._backend is not None, "server not started"
+        await self._backend.idle()
+
     @property
     def url(self) -> str:
         scheme = "https" if self.config.tls_cert_file is not None else "http"
