@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import dataclasses
+import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -18,7 +21,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from multiqueue import __version__
+from multiqueue import __version__, completion
 from multiqueue.api import manifests
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
@@ -331,6 +334,22 @@ def _status(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot reach the management cluster: {exc}") from exc
+    if args.namespace is not None and not args.all_namespaces:
+        jobs_rows = [j for j in jobs_rows if j.key.split("/", 1)[0] == args.namespace]
+    if args.output in ("json", "yaml"):
+        document = {
+            "workers": [_camel(dataclasses.asdict(w)) for w in workers],
+            "jobs": [_camel(dataclasses.asdict(j)) for j in jobs_rows],
+        }
+        if args.output == "json":
+            print(json.dumps(document, indent=2))
+        else:
+            print(yaml.safe_dump(document, sort_keys=False), end="")
+        return 0
+    if args.output == "name":
+        for j in jobs_rows:
+            print(f"{j.kind.lower()}/{j.key}")
+        return 0
     _print_table(
         ["WORKER", "ACTIVE", "JOBS RUNNING", "LABELS"],
         [
@@ -344,29 +363,53 @@ def _status(args: argparse.Namespace) -> int:
         ],
     )
     print()
+    wide = args.output == "wide"
     _print_table(
-        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", "MESSAGE"],
+        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", *(["MESSAGE"] if wide else [])],
         [
-            [j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds), j.message]
+            [
+                j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds),
+                *([j.message] if wide else []),
+            ]
             for j in jobs_rows
         ],
-    )
+    )  # fmt: skip
     return 0
+
+
+def _camel(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's fields as JSON names them (ageSeconds)."""
+    return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): v for k, v in row.items()}
 
 
 def _logs(args: argparse.Namespace) -> int:
     config = _manager_config(args.config)
+    options = inspect.LogOptions(
+        index=args.index,
+        container=args.container,
+        all_containers=args.all_containers,
+        tail=args.tail if args.tail is not None and args.tail >= 0 else None,
+        timestamps=args.timestamps,
+    )
     try:
-        found = asyncio.run(inspect.logs(config, args.job, args.namespace, args.index))
+        if args.follow:
+            return asyncio.run(_follow_logs(config, args.job, args.namespace, options))
+        found = asyncio.run(inspect.logs(config, args.job, args.namespace, options))
     except inspect.LogsError as exc:
         raise RuntimeFailure(str(exc)) from exc
     except KubeconfigError as exc:
         raise UsageError(f"cannot read logs: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot read logs: {exc}") from exc
-    for pod, text in found:
+    for prefix, text in found:
         for line in text.splitlines():
-            print(f"[{pod}] {line}" if len(found) > 1 else line)
+            print(f"[{prefix}] {line}" if len(found) > 1 or options.all_containers else line)
+    return 0
+
+
+async def _follow_logs(config: ManagerConfig, job: str, namespace: str, options: inspect.LogOptions) -> int:
+    async for prefix, line in inspect.follow_logs(config, job, namespace, options):
+        print(f"[{prefix}] {line}", flush=True)
     return 0
 
 
@@ -408,6 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="show workers and the Jobs this manager handles")
     status.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    status.add_argument(
+        "-n", "--namespace", help="only the Jobs of this namespace (default: every namespace)"
+    )
+    status.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="the Jobs of every namespace (the default)"
+    )
+    status.add_argument(
+        "-o",
+        "--output",
+        choices=("wide", "json", "yaml", "name"),
+        help="wide: with the MESSAGE column; json or yaml: every field; name: kind/namespace/name per Job",
+    )
     status.set_defaults(handler=_status)
 
     logs = commands.add_parser(
@@ -416,8 +471,25 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("job", metavar="JOB", help="the Job's name on the management cluster")
     logs.add_argument("-n", "--namespace", default="default", help="the Job's namespace (default: default)")
     logs.add_argument("--index", type=int, help="only the pod of this completion index")
+    logs.add_argument("-c", "--container", help="this container's log (needed when a pod has several)")
+    logs.add_argument("--all-containers", action="store_true", help="every container's log, each prefixed")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="print lines as they are written, until the pods end"
+    )
+    logs.add_argument("--tail", type=int, help="only the last N lines of each log (-1: all, the default)")
+    logs.add_argument(
+        "--timestamps", action="store_true", help="start each line with the time it was written"
+    )
     logs.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
     logs.set_defaults(handler=_logs)
+
+    complete = commands.add_parser(
+        "completion",
+        help="print a shell script that completes multiqueue's commands and flags",
+        description="Print the bash completion script; load it with: source <(multiqueue completion bash)",
+    )
+    complete.add_argument("shell", choices=("bash",), help="the shell to complete in")
+    complete.set_defaults(handler=_completion)
 
     local = commands.add_parser("local", help="run the embedded default: local clusters on loopback")
     local_commands = local.add_subparsers(dest="local_command", metavar="COMMAND", parser_class=_Parser)
@@ -454,6 +526,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_control_plane_arguments(demo, "embedded")
     demo.set_defaults(handler=_local_demo)
     return parser
+
+
+def _completion(args: argparse.Namespace) -> int:
+    print(completion.bash(build_parser(), ["multiqueue", "kubectl-multiqueue"]), end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

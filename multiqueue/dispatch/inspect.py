@@ -10,7 +10,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from multiqueue.api import jobs
-from multiqueue.api.meta import annotations_of, as_dict, labels_of, metadata, namespace_of, parse_time, uid_of
+from multiqueue.api.meta import (
+    annotations_of,
+    as_dict,
+    as_list,
+    labels_of,
+    metadata,
+    namespace_of,
+    parse_time,
+    uid_of,
+)
 from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
@@ -21,6 +30,7 @@ from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_sec
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
+from multiqueue.kube.tasks import cancel_and_wait
 
 
 @dataclasses.dataclass
@@ -214,9 +224,78 @@ class LogsError(Exception):
     """Why no logs can be shown (one line for the person who asked)."""
 
 
-async def logs(config: ManagerConfig, name: str, namespace: str, index: int | None) -> list[tuple[str, str]]:
-    """(pod name, log text) of the Job's pods on the worker that ran it, lowest index first: only from the mirror
-    this manager made of this very Job, never from another Job of the same name there."""
+@dataclasses.dataclass(frozen=True)
+class LogOptions:
+    """Which logs, as ``kubectl logs`` takes them."""
+
+    index: int | None = None  # only the pod of this completion index
+    container: str | None = None  # None: the pod's only container (or each one with all_containers)
+    all_containers: bool = False
+    tail: int | None = None
+    timestamps: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LogSource:
+    """One container's log to read: the prefix it is printed with when there are several."""
+
+    pod: str
+    container: str | None
+    prefix: str
+
+
+async def logs(
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+) -> list[tuple[str, str]]:
+    """(prefix, log text) of each container asked for, of the Job's pods on the worker that ran it, lowest index
+    first."""
+    async with _job_logs(config, name, namespace, options) as (client, sources):
+        texts = await asyncio.gather(
+            *(
+                client.read_log(s.pod, namespace, s.container, options.tail, options.timestamps or None)
+                for s in sources
+            )
+        )
+    return [(s.prefix, text) for s, text in zip(sources, texts, strict=True)]
+
+
+async def follow_logs(
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+) -> AsyncIterator[tuple[str, str]]:
+    """(prefix, line) as each container asked for writes them, until every one has ended."""
+    async with _job_logs(config, name, namespace, options) as (client, sources):
+        lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+
+        async def follow(source: LogSource) -> None:
+            try:
+                async for line in client.follow_log(
+                    source.pod, namespace, source.container, options.tail, options.timestamps or None
+                ):
+                    await lines.put((source.prefix, line))
+            finally:
+                await lines.put(None)
+
+        followers = [asyncio.create_task(follow(s)) for s in sources]
+        try:
+            ended = 0
+            while ended < len(followers):
+                item = await lines.get()
+                if item is None:
+                    ended += 1
+                else:
+                    yield item
+            for follower in followers:
+                follower.result()  # a follower that failed says why
+        finally:
+            await cancel_and_wait(followers)
+
+
+@asynccontextmanager
+async def _job_logs(
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+) -> AsyncIterator[tuple[KubeClient, list[LogSource]]]:
+    """A client of the worker that runs (or ran) the Job, and the containers to read: only of the mirror this
+    manager made of this very Job, never of another Job of the same name there."""
     where = f'job "{namespace}/{name}"'
     async with _connect(config.management, "management") as client:
         try:
@@ -247,8 +326,8 @@ async def logs(config: ManagerConfig, name: str, namespace: str, index: int | No
         pods, _ = await client.list(
             PODS, namespace, label_selector=f"{jobs.CONTROLLER_UID_LABEL}={uid_of(mirror)}"
         )
-        if index is not None:
-            pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(index)]
+        if options.index is not None:
+            pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(options.index)]
         if not pods:
             raise LogsError(f"no pods of {where} on worker {worker.name} (not started yet)")
         pods.sort(
@@ -257,5 +336,28 @@ async def logs(config: ManagerConfig, name: str, namespace: str, index: int | No
                 str(metadata(p).get("name")),
             )
         )
-        texts = await asyncio.gather(*(client.read_log(str(metadata(p)["name"]), namespace) for p in pods))
-    return [(str(metadata(p)["name"]), text) for p, text in zip(pods, texts, strict=True)]
+        yield client, _sources(pods, options)
+
+
+def _sources(pods: list[Obj], options: LogOptions) -> list[LogSource]:
+    sources = []
+    for pod in pods:
+        pod_name = str(metadata(pod)["name"])
+        names = [str(as_dict(c).get("name")) for c in as_list(as_dict(pod.get("spec")).get("containers"))]
+        if options.container is not None:
+            if options.container not in names:
+                raise LogsError(
+                    f'container "{options.container}" is not in pod {pod_name}; its containers: {", ".join(names)}'
+                )
+            names = [options.container]
+        elif not options.all_containers:
+            if len(names) > 1:
+                raise LogsError(
+                    f"pod {pod_name} has {len(names)} containers ({', '.join(names)}): name one with -c, or "
+                    "use --all-containers"
+                )
+            names = [names[0]] if names else [""]
+        for container in names:
+            prefix = f"pod/{pod_name}/{container}" if options.all_containers else pod_name
+            sources.append(LogSource(pod_name, container or None, prefix))
+    return sources

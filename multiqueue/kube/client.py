@@ -241,15 +241,27 @@ class KubeClient:
             raise TransportError(f"GET /readyz on {self.name}: no answer within {deadline:g}s") from None
 
     async def read_log(
-        self, name: str, namespace: str, container: str | None = None, tail_lines: int | None = None
+        self,
+        name: str,
+        namespace: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool | None = None,
     ) -> str:
-        params = _params(container=container, tailLines=tail_lines)
+        params = _params(container=container, tailLines=tail_lines, timestamps=timestamps)
         response = await self._request("GET", PODS.path(namespace, name, "log"), params=params, verb="get")
         return response if isinstance(response, str) else json.dumps(response)
 
-    async def follow_log(self, name: str, namespace: str, container: str | None = None) -> AsyncIterator[str]:
+    async def follow_log(
+        self,
+        name: str,
+        namespace: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool | None = None,
+    ) -> AsyncIterator[str]:
         """Lines of a pod's log as they are written (``kubectl logs -f``), until the container ends."""
-        params = _params(container=container, follow="true")
+        params = _params(container=container, follow="true", tailLines=tail_lines, timestamps=timestamps)
         async for line in self._stream(
             PODS.path(namespace, name, "log"), params, "get", None, f"logs of {namespace}/{name}"
         ):

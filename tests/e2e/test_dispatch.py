@@ -248,12 +248,12 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         for pod in pods:
             async for _line in worker_client.follow_log(pod["metadata"]["name"], "default"):
                 break
-    found = await inspect.logs(config, "chatty", "default", None)
+    found = await inspect.logs(config, "chatty", "default", inspect.LogOptions())
     assert [text.strip() for _, text in found] == ["hello from 0", "hello from 1"]
-    only = await inspect.logs(config, "chatty", "default", 1)
+    only = await inspect.logs(config, "chatty", "default", inspect.LogOptions(index=1))
     assert [text.strip() for _, text in only] == ["hello from 1"]
     with pytest.raises(inspect.LogsError):
-        await inspect.logs(config, "missing", "default", None)
+        await inspect.logs(config, "missing", "default", inspect.LogOptions())
     gate.touch()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
 

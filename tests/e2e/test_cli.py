@@ -1,0 +1,133 @@
+"""``multiqueue status`` and ``multiqueue logs`` as a person runs them, with kubectl's flags: -o, -n, -c,
+--all-containers, --tail, --timestamps, -f; and ``kubectl multiqueue`` as a kubectl plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from multiqueue.api.types import JOBS, NAMESPACES
+from tests.e2e.conftest import Clusters, has_condition
+from tests.e2e.test_dispatch import managed
+from tests.support.processes import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+async def multiqueue(
+    *args: str, program: tuple[str, ...] = (sys.executable, "-m", "multiqueue")
+) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *program, *args, cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def _config(clusters: Clusters) -> str:
+    local = clusters.local
+    assert local is not None
+    return str(local.state_dir / "manager.yaml")
+
+
+def _two_containers(name: str, gate: Path) -> dict[str, Any]:
+    body = managed(name, "echo one; echo two; echo three")
+    containers = body["spec"]["template"]["spec"]["containers"]
+    wait = f"while [ ! -f {gate} ]; do sleep 0.1; done; echo side says hi"
+    containers.append({"name": "side", "image": "busybox", "command": ["sh", "-c", wait]})
+    return body
+
+
+async def test_status_prints_what_kubectl_users_ask_for(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    config = _config(clusters)
+    management = clusters.client()
+    await management.create(NAMESPACES, {"metadata": {"name": "team-a"}})
+    await management.create(JOBS, managed("in-default", "true"), "default")
+    await management.create(JOBS, managed("in-team-a", "exit 1", backoffLimit=0), "team-a")
+    await clusters.wait_for(JOBS, "default", "in-default", has_condition("Complete"))
+    await clusters.wait_for(JOBS, "team-a", "in-team-a", has_condition("Failed"))
+
+    code, out, _ = await multiqueue("status", "--config", config, "-o", "json")
+    assert code == 0
+    document = json.loads(out)
+    jobs = {j["key"]: j for j in document["jobs"]}
+    assert jobs["default/in-default"]["state"] == "Complete" and "ageSeconds" in jobs["default/in-default"]
+    assert (jobs["team-a/in-team-a"]["state"], jobs["team-a/in-team-a"]["reason"]) == (
+        "Failed",
+        "BackoffLimitExceeded",
+    )
+    assert {w["name"] for w in document["workers"]} == {"worker-1", "worker-2"}
+    code, out, _ = await multiqueue("status", "--config", config, "-o", "yaml")
+    as_yaml = yaml.safe_load(out)
+    assert code == 0 and as_yaml["workers"] == document["workers"]
+    assert {j["key"]: j["state"] for j in as_yaml["jobs"]} == {k: j["state"] for k, j in jobs.items()}
+    code, out, _ = await multiqueue("status", "--config", config, "-n", "team-a", "-o", "name")
+    assert (code, out) == (0, "job/team-a/in-team-a\n")
+    code, out, _ = await multiqueue("status", "--config", config, "-o", "wide")
+    header = next(line for line in out.splitlines() if line.startswith("KIND"))
+    assert header.split() == ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", "MESSAGE"]
+    assert "Job has reached the specified backoff limit (on worker" not in out, "the worker's words, not ours"
+    assert "Job has reached the specified backoff limit" in out
+    code, out, err = await multiqueue("status", "--config", config, "-o", "table")
+    assert code == 2 and "invalid choice: 'table'" in err and out == ""
+
+
+async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    clusters = dispatching_clusters
+    config = _config(clusters)
+    gate = tmp_path / "gate"
+    await clusters.client().create(JOBS, _two_containers("pair", gate), "default")
+    await clusters.wait_for(JOBS, "default", "pair", lambda j: (j.get("status") or {}).get("ready") == 1)
+
+    code, _, err = await multiqueue("logs", "pair", "--config", config)
+    assert code == 1 and "has 2 containers (main, side): name one with -c, or use --all-containers" in err
+    code, _, err = await multiqueue("logs", "pair", "-c", "sidecar", "--config", config)
+    assert code == 1 and 'container "sidecar" is not in pod' in err and "its containers: main, side" in err
+    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--tail", "1", "--config", config)
+    assert (code, out) == (0, "three\n")
+    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--timestamps", "--config", config)
+    stamped = out.splitlines()
+    assert [line.split(" ", 1)[1] for line in stamped] == ["one", "two", "three"]
+    assert all(
+        re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", line.split(" ", 1)[0]) for line in stamped
+    )
+
+    # -f prints the side container's line when it is written, and ends when the pod's containers have ended.
+    follow = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "multiqueue", "logs", "pair", "--all-containers", "-f", "--config", config,
+        cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert follow.stdout is not None
+    async with asyncio.timeout(30):
+        first = await follow.stdout.readline()
+        assert re.fullmatch(rb"\[pod/pair-\w+/main\] one\n", first), first
+        gate.touch()
+        rest, err = await follow.communicate()
+    assert follow.returncode == 0, err.decode()
+    assert re.search(rb"\[pod/pair-\w+/side\] side says hi\n", rest), rest
+    await clusters.wait_for(JOBS, "default", "pair", has_condition("Complete"))
+
+
+async def test_kubectl_runs_multiqueue_as_a_plugin(dispatching_clusters: Clusters) -> None:
+    plugin = shutil.which("kubectl-multiqueue")
+    kubectl = shutil.which("kubectl")
+    if plugin is None or kubectl is None:
+        reason = f"needs {'kubectl' if kubectl is None else 'kubectl-multiqueue (pip install -e .)'} on PATH"
+        print(reason)
+        pytest.skip(reason)
+    code, out, err = await multiqueue(
+        "multiqueue", "status", "--config", _config(dispatching_clusters), program=(kubectl,)
+    )
+    assert code == 0, err
+    assert out.splitlines()[0].split() == ["WORKER", "ACTIVE", "JOBS", "RUNNING", "LABELS"]
