@@ -193,7 +193,7 @@ def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: 
     actions.events.append(Event(WARNING, finish.reason, message))
 
 
-def pending_event(waiting: Waiting) -> Event:
+def _pending_event(waiting: Waiting) -> Event:
     """A Job that waits for something that passes by itself gets a Pending Event; one that waits until someone
     changes the Job, the config or a worker gets a Warning with the reason."""
     if waiting.reason in NEEDS_A_CHANGE:
@@ -228,7 +228,7 @@ def _wait(actions: Actions, placement: Placement, refused: dict[str, Rejection],
         actions.waiting = Waiting(_refusal_reason(latest), _rejected_message(latest))
     else:
         actions.waiting = Waiting(placement.reason, placement.message, placement.candidates)
-    actions.events.append(pending_event(actions.waiting))
+    actions.events.append(_pending_event(actions.waiting))
     if refused:
         actions.requeue_after = max(0.0, min(r.retry_at() for r in refused.values()) - now)
 
@@ -252,7 +252,7 @@ def _create(
         # Nothing was created: let the placement go, so the Job waits (or goes elsewhere) with the reason.
         actions.unplace = True
         actions.waiting = Waiting(_refusal_reason(rejection), _rejected_message(rejection))
-        actions.events.append(pending_event(actions.waiting))
+        actions.events.append(_pending_event(actions.waiting))
         return actions
     if not any(w.name == placed and w.active for w in seen.workers):
         actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
