@@ -351,12 +351,14 @@ def _status(args: argparse.Namespace) -> int:
             print(f"{j.kind.lower()}/{j.key}")
         return 0
     _print_table(
-        ["WORKER", "ACTIVE", "JOBS RUNNING", "LABELS"],
+        ["WORKER", "ACTIVE", "JOBS RUNNING", "CAPACITY USED", "LABELS"],
         [
             [
                 w.name,
                 w.active,
                 str(w.running),
+                ", ".join(f"{k} {_amount(u)}/{_amount(q)}" for k, (u, q) in w.capacity.items())
+                or "<unlimited>",
                 ",".join(f"{k}={v}" for k, v in sorted(w.labels.items())) or "<none>",
             ]
             for w in workers
@@ -375,6 +377,14 @@ def _status(args: argparse.Namespace) -> int:
         ],
     )  # fmt: skip
     return 0
+
+
+def _amount(value: float) -> str:
+    """A resource amount as a person reads it: 1.5, 4, 512Mi, 8Gi."""
+    for suffix, size in (("Gi", 2.0**30), ("Mi", 2.0**20)):
+        if value >= size and (value / size) * 10 == int(value / size * 10):
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
 
 
 def _camel(row: dict[str, Any]) -> dict[str, Any]:

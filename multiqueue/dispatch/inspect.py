@@ -24,9 +24,10 @@ from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
-from multiqueue.dispatch.generic import GenericJob
+from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
-from multiqueue.dispatch.workersecrets import WorkerSecretError, worker_from_secret
+from multiqueue.dispatch.workers import WorkerSettings
+from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
@@ -39,6 +40,8 @@ class WorkerRow:
     active: str  # "True" or the reason it is not
     running: int
     labels: dict[str, str]
+    # Of each configured limit, what the unfinished mirrors use: "jobs" -> (used, limit), resource -> (used, quota).
+    capacity: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -58,7 +61,7 @@ class _Worker:
     """A worker as the manager would know it: from the config file, or from a Secret (maybe refused)."""
 
     name: str
-    labels: dict[str, str]
+    settings: WorkerSettings
     ref: ClusterRef | None = None
     kubeconfig: dict[str, Any] | None = None
     refused: str = ""  # the reason a Secret makes no worker
@@ -92,7 +95,7 @@ async def _connect_worker(worker: _Worker, allow_exec: bool) -> AsyncIterator[Ku
 
 async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worker]:
     """The config's workers, then those of Secrets (unless the Secrets cannot be read)."""
-    found = [_Worker(w.name, dict(w.labels), ref=w) for w in config.workers]
+    found = [_Worker(w.name, settings_of(w.labels, w.capacity), ref=w) for w in config.workers]
     if not config.worker_secrets.enabled:
         return found
     try:
@@ -105,9 +108,9 @@ async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worke
             worker = worker_from_secret(secret, allow_unsafe=allow)
         except WorkerSecretError as refusal:
             name = labels_of(secret).get(CLUSTER_LABEL) or str(metadata(secret).get("name"))
-            found.append(_Worker(name, {}, refused=refusal.reason))
+            found.append(_Worker(name, WorkerSettings(), refused=refusal.reason))
             continue
-        found.append(_Worker(worker.name, worker.settings.labels, kubeconfig=worker.kubeconfig))
+        found.append(_Worker(worker.name, worker.settings, kubeconfig=worker.kubeconfig))
     return found
 
 
@@ -158,25 +161,35 @@ def _completions(adapter: GenericJob, job: Obj) -> str:
 
 
 async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
+    labels = worker.settings.labels
     if worker.refused:
-        return WorkerRow(worker.name, f"False ({worker.refused})", 0, worker.labels)
+        return WorkerRow(worker.name, f"False ({worker.refused})", 0, labels)
     running = 0
+    used: dict[str, float] = {}
     try:
         async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             for adapter in _adapters(config):
                 mirrors, _ = await client.list(
                     adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}"
                 )
-                running += sum(1 for m in mirrors if not adapter.is_finished(m))
+                for mirror in mirrors:
+                    if adapter.is_finished(mirror):
+                        continue
+                    running += 1
+                    for resource, amount in demand(adapter.pod_sets(mirror)).items():
+                        used[resource] = used.get(resource, 0.0) + amount
     except Unauthorized:
-        return WorkerRow(worker.name, "False (Unauthorized)", 0, worker.labels)
+        return WorkerRow(worker.name, "False (Unauthorized)", 0, labels)
     except Forbidden:
-        return WorkerRow(worker.name, "False (Forbidden)", 0, worker.labels)
+        return WorkerRow(worker.name, "False (Forbidden)", 0, labels)
     except KubeconfigError:
-        return WorkerRow(worker.name, "False (BadKubeConfig)", 0, worker.labels)
+        return WorkerRow(worker.name, "False (BadKubeConfig)", 0, labels)
     except (KubeError, OSError):
-        return WorkerRow(worker.name, "False (ClientConnectionFailed)", 0, worker.labels)
-    return WorkerRow(worker.name, "True", running, worker.labels)
+        return WorkerRow(worker.name, "False (ClientConnectionFailed)", 0, labels)
+    capacity = {r: (used.get(r, 0.0), q) for r, q in sorted(worker.settings.quota.items())}
+    if worker.settings.max_jobs is not None:
+        capacity = {"jobs": (float(running), float(worker.settings.max_jobs)), **capacity}
+    return WorkerRow(worker.name, "True", running, labels, capacity)
 
 
 async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:

@@ -239,3 +239,21 @@ def test_a_request_without_an_answer_says_why_in_plain_words(
     error: aiohttp.ClientError | TimeoutError, said: str
 ) -> None:
     assert unanswered(error) == said
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0.0, "0"),
+        (1.5, "1.5"),
+        (4.0, "4"),
+        (512 * 2**20, "512Mi"),
+        (8 * 2**30, "8Gi"),
+        (1.5 * 2**30, "1.5Gi"),
+        (1000.0, "1000"),
+    ],
+)
+def test_capacity_amounts_read_as_quantities(value: float, shown: str) -> None:
+    from multiqueue.cli import _amount
+
+    assert _amount(value) == shown
