@@ -263,6 +263,7 @@ def test_orphan_keeps_dependents_and_drops_their_owner_reference(
     job = batch.create_namespaced_job("default", job_body("orphaner"))
     _owned_pod(core, "orphaned-pod", job)
     start = core.list_namespaced_pod("default").metadata.resource_version
+    job_start = batch.list_namespaced_job("default").metadata.resource_version
     batch.delete_namespaced_job("orphaner", "default", propagation_policy="Orphan")
     for event in watch.Watch().stream(
         core.list_namespaced_pod, "default", resource_version=start, timeout_seconds=10
@@ -272,6 +273,14 @@ def test_orphan_keeps_dependents_and_drops_their_owner_reference(
             break
     else:
         raise AssertionError("the orphaned pod kept its owner reference")
+    # The collector orphans the dependents first, then lets the Job go (its orphan finalizer comes off last).
+    for event in watch.Watch().stream(
+        batch.list_namespaced_job, "default", resource_version=job_start, timeout_seconds=10
+    ):
+        if event["type"] == "DELETED" and event["object"].metadata.name == "orphaner":
+            break
+    else:
+        raise AssertionError("the Job deleted with Orphan never went")
     with pytest.raises(ApiException) as gone:
         batch.read_namespaced_job("orphaner", "default")
     assert gone.value.status == 404
