@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from multiqueue.api.types import JOBS, NAMESPACES
+from multiqueue.api.types import JOBS, NAMESPACES, PODS
 from tests.e2e.conftest import Clusters, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
@@ -88,7 +88,16 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
     config = _config(clusters)
     gate = tmp_path / "gate"
     await clusters.client().create(JOBS, _two_containers("pair", gate), "default")
-    await clusters.wait_for(JOBS, "default", "pair", lambda j: (j.get("status") or {}).get("ready") == 1)
+    # Its main container writes three lines and ends, so the pod is never Ready: wait for those lines instead.
+    user = await clusters.wait_for(
+        JOBS, "default", "pair", lambda j: (j.get("status") or {}).get("active") == 1
+    )
+    worker = clusters.client(user["metadata"]["labels"]["multiqueue.dev/cluster"])
+    pods, _ = await worker.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=pair")
+    async with asyncio.timeout(30):
+        async for line in worker.follow_log(pods[0]["metadata"]["name"], "default", "main"):
+            if line == "three":
+                break
 
     code, _, err = await multiqueue("logs", "pair", "--config", config)
     assert code == 1 and "has 2 containers (main, side): name one with -c, or use --all-containers" in err
