@@ -28,7 +28,7 @@ from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
 from multiqueue.dispatch.workers import WorkerSettings
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
-from multiqueue.kube.client import KubeClient
+from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
 from multiqueue.kube.tasks import cancel_and_wait
@@ -265,7 +265,7 @@ async def logs(
     async with _job_logs(config, name, namespace, options) as (client, sources):
         texts = await asyncio.gather(
             *(
-                client.read_log(s.pod, namespace, s.container, options.tail, options.timestamps or None)
+                client.read_log(s.pod, namespace, LogQuery(s.container, options.tail, options.timestamps))
                 for s in sources
             )
         )
@@ -281,9 +281,8 @@ async def follow_logs(
 
         async def follow(source: LogSource) -> None:
             try:
-                async for line in client.follow_log(
-                    source.pod, namespace, source.container, options.tail, options.timestamps or None
-                ):
+                query = LogQuery(source.container, options.tail, options.timestamps)
+                async for line in client.follow_log(source.pod, namespace, query):
                     await lines.put((source.prefix, line))
             finally:
                 await lines.put(None)

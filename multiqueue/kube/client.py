@@ -240,28 +240,16 @@ class KubeClient:
         except TimeoutError:
             raise TransportError(f"GET /readyz on {self.name}: no answer within {deadline:g}s") from None
 
-    async def read_log(
-        self,
-        name: str,
-        namespace: str,
-        container: str | None = None,
-        tail_lines: int | None = None,
-        timestamps: bool | None = None,
-    ) -> str:
-        params = _params(container=container, tailLines=tail_lines, timestamps=timestamps)
+    async def read_log(self, name: str, namespace: str, query: LogQuery | None = None) -> str:
+        params = (query or LogQuery()).params()
         response = await self._request("GET", PODS.path(namespace, name, "log"), params=params, verb="get")
         return response if isinstance(response, str) else json.dumps(response)
 
     async def follow_log(
-        self,
-        name: str,
-        namespace: str,
-        container: str | None = None,
-        tail_lines: int | None = None,
-        timestamps: bool | None = None,
+        self, name: str, namespace: str, query: LogQuery | None = None
     ) -> AsyncIterator[str]:
         """Lines of a pod's log as they are written (``kubectl logs -f``), until the container ends."""
-        params = _params(container=container, follow="true", tailLines=tail_lines, timestamps=timestamps)
+        params = (query or LogQuery()).params(follow="true")
         async for line in self._stream(
             PODS.path(namespace, name, "log"), params, "get", None, f"logs of {namespace}/{name}"
         ):
@@ -434,6 +422,20 @@ async def _status_body(response: aiohttp.ClientResponse) -> Obj:
         "code": response.status,
         "message": text.strip()[:500] or response.reason or "",
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class LogQuery:
+    """Which of a pod's log to read: one container's (None: its only one), the last lines only, time-stamped."""
+
+    container: str | None = None
+    tail_lines: int | None = None
+    timestamps: bool = False
+
+    def params(self, **extra: str) -> dict[str, str]:
+        return _params(
+            container=self.container, tailLines=self.tail_lines, timestamps=self.timestamps or None, **extra
+        )
 
 
 def _params(**values: Any) -> dict[str, str]:

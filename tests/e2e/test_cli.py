@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from multiqueue.api.types import JOBS, NAMESPACES, PODS
+from multiqueue.kube.client import LogQuery
 from tests.e2e.conftest import Clusters, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
@@ -95,7 +96,7 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
     worker = clusters.client(user["metadata"]["labels"]["multiqueue.dev/cluster"])
     pods, _ = await worker.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=pair")
     async with asyncio.timeout(30):
-        async for line in worker.follow_log(pods[0]["metadata"]["name"], "default", "main"):
+        async for line in worker.follow_log(pods[0]["metadata"]["name"], "default", LogQuery("main")):
             if line == "three":
                 break
 

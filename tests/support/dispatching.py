@@ -24,6 +24,7 @@ from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, KubeError
 from multiqueue.kube.informer import Handlers, Informer
+from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig
 from multiqueue.local.up import LocalClusters
 
@@ -179,10 +180,7 @@ class Recorder:
             self._task.result()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     async def _run(self) -> None:
         try:
@@ -338,10 +336,7 @@ class JobGroupRunner:
         self._task = asyncio.create_task(self._run(), name=f"jobgroup runner {self.client.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
         await self.groups.stop()
         await self.jobs.stop()
 
