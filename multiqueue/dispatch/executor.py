@@ -11,7 +11,7 @@ import contextlib
 import logging
 from typing import Any
 
-from multiqueue.api.meta import annotations_of, as_list, labels_of, metadata, namespace_of
+from multiqueue.api.meta import labels_of, metadata, namespace_of
 from multiqueue.api.types import NAMESPACES, Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank
 from multiqueue.dispatch.generic import GenericJob
@@ -21,8 +21,9 @@ from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     ORIGIN_LABEL,
     PROGRESS_ANNOTATION,
-    REQUESTED_CLUSTER_ANNOTATION,
     Identity,
+    placement_metadata,
+    release_metadata,
 )
 from multiqueue.dispatch.workers import WorkerBusy, WorkerPool, WorkerUnreachable
 from multiqueue.kube.client import KubeClient
@@ -86,7 +87,11 @@ class Executor:
         if user is None:
             return
         if actions.place_on is not None:
-            user = await self._patch_user(adapter, user, self._placement_patch(user, actions.place_on))
+            user = await self._patch_user(
+                adapter,
+                user,
+                {"metadata": placement_metadata(user, actions.place_on, self.identity.finalizer)},
+            )
         if actions.redispatch is not None:
             lost, worker = actions.redispatch
             user = await self._patch_user(adapter, user, {"metadata": {"labels": {CLUSTER_LABEL: worker}}})
@@ -113,7 +118,9 @@ class Executor:
             if adapter.is_finished({**user, "status": actions.status}):
                 self.metrics.status_synced(key)
         if actions.unplace or actions.remove_finalizer:
-            await self._patch_user(adapter, user, self._release_patch(user, actions.unplace))
+            await self._patch_user(
+                adapter, user, {"metadata": release_metadata(user, self.identity.finalizer, actions.unplace)}
+            )
         if actions.status_refused:
             self.metrics.rejected["invalid_transition"] += 1
         for event in actions.events:
@@ -126,25 +133,6 @@ class Executor:
             raise _Stop(RETRY_SOON)  # removed meanwhile
         async with found.slots.held(worker):
             yield found.client
-
-    def _placement_patch(self, user: Obj, worker: str) -> Obj:
-        finalizers = list(
-            dict.fromkeys([*as_list(metadata(user).get("finalizers")), self.identity.finalizer])
-        )
-        meta: dict[str, Any] = {"finalizers": finalizers, "labels": {CLUSTER_LABEL: worker}}
-        pinned = labels_of(user).get(CLUSTER_LABEL)
-        if pinned is not None:
-            meta["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: pinned}
-        return {"metadata": meta}
-
-    def _release_patch(self, user: Obj, unplace: bool) -> Obj:
-        remaining = [f for f in as_list(metadata(user).get("finalizers")) if f != self.identity.finalizer]
-        meta: dict[str, Any] = {"finalizers": remaining or None}
-        if unplace:
-            # The user's pin (if the Job had one) is what the label says again; the placement goes.
-            meta["labels"] = {CLUSTER_LABEL: annotations_of(user).get(REQUESTED_CLUSTER_ANNOTATION)}
-            meta["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: None}
-        return {"metadata": meta}
 
     async def _patch_user(self, adapter: GenericJob, user: Obj, patch: Obj) -> Obj:
         """A merge patch of the user's object at the version decided on; a conflict ends the sync."""

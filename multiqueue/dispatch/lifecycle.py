@@ -9,7 +9,6 @@ before it would have, never makes a second mirror, and never lets a mirror run w
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Final
@@ -22,6 +21,7 @@ from multiqueue.dispatch.mirror import (
     Identity,
     holds_progress,
     pending_progress,
+    requested_worker,
     with_progress,
 )
 from multiqueue.dispatch.placement import NEEDS_A_CHANGE, Placement, WaitReason, WorkerView, place
@@ -209,7 +209,10 @@ def _place(actions: Actions, adapter: GenericJob, identity: Identity, policy: st
         return actions
     refused = {w: r for w, r in seen.rejections.items() if seen.now < r.retry_at()}
     asked = demand(adapter.pod_sets(user))
-    placement = place(user, seen.workers, policy, seen.turn, exclude=frozenset(refused), demand=asked)
+    pinned = requested_worker(user, identity.holds(user))
+    placement = place(
+        user, seen.workers, policy, seen.turn, exclude=frozenset(refused), demand=asked, pinned=pinned
+    )
     if placement.worker is None:
         _wait(actions, placement, refused, seen.now)
         return actions
@@ -289,12 +292,10 @@ def _redispatch(
     """The worker running this Job is lost: run it on another, from the progress the user's Job records."""
     user = seen.user
     assert user is not None
-    # The cluster label is ours since placement, so it no longer pins the Job; a selector still applies.
-    unplaced = copy.deepcopy(user)
-    metadata(unplaced).get("labels", {}).pop(CLUSTER_LABEL, None)
+    # A pin chose the first worker only; a selector still applies.
     asked = demand(adapter.pod_sets(user))
     refused = frozenset(w for w, r in seen.rejections.items() if seen.now < r.retry_at())
-    placement = place(unplaced, seen.workers, policy, seen.turn, exclude=lost | refused, demand=asked)
+    placement = place(user, seen.workers, policy, seen.turn, exclude=lost | refused, demand=asked)
     if placement.worker is None:
         assert placement.reason is not None
         message = f"worker {placed} is lost; {placement.message}"

@@ -17,11 +17,15 @@ from multiqueue.api.types import Obj
 
 ORIGIN_LABEL: Final = "multiqueue.dev/origin"
 ORIGIN_UID_ANNOTATION: Final = "multiqueue.dev/origin-uid"
+# Written by the manager only, with its finalizer: the worker the Job is placed on. Never a request.
 CLUSTER_LABEL: Final = "multiqueue.dev/cluster"
+# Written by the user only: the worker the Job must first run on (a pin). The manager never changes it.
+PIN_LABEL: Final = "multiqueue.dev/requested-cluster"
 CLUSTER_SELECTOR_ANNOTATION: Final = "multiqueue.dev/cluster-selector"
-# On the user's Job while it is placed: the worker the user pinned it to, if any (the cluster label then says where
-# it runs). Letting a placement go puts the pin back rather than removing it.
-REQUESTED_CLUSTER_ANNOTATION: Final = "multiqueue.dev/requested-cluster"
+# The older spelling of a pin, read so that Jobs made before the pin had its own label keep it: the cluster label on
+# a Job no manager holds yet, and this annotation, where a manager kept that pin while the Job was placed. Placing or
+# letting go of such a Job moves the pin to PIN_LABEL.
+LEGACY_PIN_ANNOTATION: Final = "multiqueue.dev/requested-cluster"
 # On a mirror created to go on from where the user's Job stands: the status it must start from (JSON). The mirror
 # stays suspended until its status holds that progress; the annotation goes when it is let run.
 PROGRESS_ANNOTATION: Final = "multiqueue.dev/progress"
@@ -52,19 +56,53 @@ def mirror_identity(mirror: Obj) -> tuple[str, str]:
     return labels_of(mirror).get(ORIGIN_LABEL, ""), annotations_of(mirror).get(ORIGIN_UID_ANNOTATION, "")
 
 
+def requested_worker(user: Obj, held: bool) -> str | None:
+    """The worker the user pinned the Job to, in either spelling; ``held``: this manager's finalizer is on it (then
+    the cluster label is a placement, not a request)."""
+    labels = labels_of(user)
+    legacy = annotations_of(user).get(LEGACY_PIN_ANNOTATION) if held else labels.get(CLUSTER_LABEL)
+    return labels.get(PIN_LABEL) or legacy or None
+
+
+def placement_metadata(user: Obj, worker: str, finalizer: str) -> Obj:
+    """The metadata patch that places ``user`` on ``worker``: the finalizer and the cluster label, and a pin of the
+    older spelling moved to its own label."""
+    finalizers = list(dict.fromkeys([*as_list(metadata(user).get("finalizers")), finalizer]))
+    labels: dict[str, str | None] = {CLUSTER_LABEL: worker}
+    legacy = labels_of(user).get(CLUSTER_LABEL)
+    if legacy and PIN_LABEL not in labels_of(user):
+        labels[PIN_LABEL] = legacy
+    return {"finalizers": finalizers, "labels": labels}
+
+
+def release_metadata(user: Obj, finalizer: str, unplace: bool) -> Obj:
+    """The metadata patch that drops this manager's finalizer and, with ``unplace``, the placement; a pin of the
+    older spelling moves to its own label."""
+    remaining = [f for f in as_list(metadata(user).get("finalizers")) if f != finalizer]
+    meta: Obj = {"finalizers": remaining or None}
+    if unplace:
+        labels: dict[str, str | None] = {CLUSTER_LABEL: None}
+        legacy = annotations_of(user).get(LEGACY_PIN_ANNOTATION)
+        if legacy is not None:
+            labels.setdefault(PIN_LABEL, labels_of(user).get(PIN_LABEL) or legacy)
+            meta["annotations"] = {LEGACY_PIN_ANNOTATION: None}
+        meta["labels"] = labels
+    return meta
+
+
 def strip_for_mirror(obj: Obj, origin: str) -> Obj:
     """The user's object as a fresh object for another cluster: same name and namespace, our origin marks."""
     mirror = copy.deepcopy(obj)
     mirror.pop("status", None)
     meta = as_dict(mirror.get("metadata"))
     kept = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
-    labels = {k: v for k, v in labels_of(obj).items() if k != CLUSTER_LABEL}
+    labels = {k: v for k, v in labels_of(obj).items() if k not in (CLUSTER_LABEL, PIN_LABEL)}
     labels[ORIGIN_LABEL] = origin
     kept["labels"] = labels
     annotations = {
         k: v
         for k, v in annotations_of(obj).items()
-        if k not in ("kubectl.kubernetes.io/last-applied-configuration", REQUESTED_CLUSTER_ANNOTATION)
+        if k not in ("kubectl.kubernetes.io/last-applied-configuration", LEGACY_PIN_ANNOTATION)
     }
     annotations[ORIGIN_UID_ANNOTATION] = str(meta.get("uid", ""))
     kept["annotations"] = annotations

@@ -7,10 +7,10 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
-from multiqueue.api.meta import annotations_of, labels_of
+from multiqueue.api.meta import annotations_of
 from multiqueue.api.selectors import SelectorError, parse_label_selector
 from multiqueue.api.types import Obj
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION
+from multiqueue.dispatch.mirror import CLUSTER_SELECTOR_ANNOTATION
 
 LEAST_LOADED: Final = "LeastLoaded"
 ROUND_ROBIN: Final = "RoundRobin"
@@ -112,13 +112,14 @@ def place(
     turn: int = 0,
     exclude: frozenset[str] = frozenset(),
     demand: dict[str, float] | None = None,
+    pinned: str | None = None,
 ) -> Placement:
     """The worker for ``job``, asking ``demand`` (resource -> amount, all pods together) of its capacity.
 
-    ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out.
+    ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out; ``pinned`` is the only worker
+    the user allows (``mirror.requested_worker``).
     """
     candidates = [w for w in workers if w.name not in exclude]
-    pinned = labels_of(job).get(CLUSTER_LABEL)
     if pinned:
         candidates = [w for w in candidates if w.name == pinned]
         if not candidates:

@@ -11,7 +11,13 @@ import pytest
 
 from multiqueue.api.types import JOBS, PODS
 from multiqueue.dispatch.manager import Manager
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.mirror import (
+    CLUSTER_LABEL,
+    FINALIZER_PREFIX,
+    ORIGIN_LABEL,
+    ORIGIN_UID_ANNOTATION,
+    PIN_LABEL,
+)
 from multiqueue.kube.errors import NotFound
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
 
@@ -166,7 +172,7 @@ async def test_foreign_same_named_job_on_a_worker_is_never_touched(dispatching_c
     foreign = await worker.create(JOBS, job_body("twin", "sleep 30", suspend=True), "default")
     await clusters.client().create(
         JOBS,
-        {**managed("twin", "true"), "metadata": {"name": "twin", "labels": {CLUSTER_LABEL: "worker-1"}}},
+        {**managed("twin", "true"), "metadata": {"name": "twin", "labels": {PIN_LABEL: "worker-1"}}},
         "default",
     )
     user = await clusters.wait_for(JOBS, "default", "twin", placed)
@@ -179,7 +185,8 @@ async def test_foreign_same_named_job_on_a_worker_is_never_touched(dispatching_c
 @pytest.mark.parametrize(
     ("labels", "annotations", "expected"),
     [
-        pytest.param({CLUSTER_LABEL: "worker-2"}, {}, "worker-2", id="pinned"),
+        pytest.param({PIN_LABEL: "worker-2"}, {}, "worker-2", id="pinned"),
+        pytest.param({CLUSTER_LABEL: "worker-2"}, {}, "worker-2", id="pinned-the-older-way"),
         pytest.param({}, {"multiqueue.dev/cluster-selector": "region=eu"}, "worker-1", id="selector"),
     ],
 )
@@ -192,6 +199,8 @@ async def test_cluster_pin_and_selector(
     await clusters.client().create(JOBS, body, "default")
     done = await clusters.wait_for(JOBS, "default", "aimed", has_condition("Complete"))
     assert done["metadata"]["labels"][CLUSTER_LABEL] == expected
+    if labels:
+        assert done["metadata"]["labels"][PIN_LABEL] == expected, "the pin keeps a label of its own"
 
 
 async def test_manager_restart_mid_flight_makes_no_second_mirror(
@@ -303,7 +312,7 @@ async def test_recreated_job_gets_a_fresh_mirror(dispatching_clusters: Clusters,
     clusters = dispatching_clusters
     management = clusters.client()
     body = managed("again", "sleep 60")
-    body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}
+    body["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
     first = await management.create(JOBS, body, "default")
     await clusters.wait_for(JOBS, "default", "again", lambda j: True, cluster="worker-1")
     # The user removes the Job for good (finalizer too, as `kubectl patch` could) and creates it again.
@@ -443,7 +452,7 @@ async def test_an_unreachable_worker_is_inactive_with_its_reason(dispatching_clu
                 seen.append(worker_2_view())
     assert all(active is False for active, _ in seen), seen
     body = managed("pinned-away", "true")
-    body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-2"}
+    body["metadata"]["labels"] = {PIN_LABEL: "worker-2"}
     await clusters.client().create(JOBS, body, "default")
     await clusters.client().create(JOBS, managed("elsewhere", "true"), "default")
     done = await clusters.wait_for(JOBS, "default", "elsewhere", has_condition("Complete"), within=30)

@@ -19,7 +19,7 @@ from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import LeaderElectionConfig
 from multiqueue.dispatch.lossclock import lease_name, recorded_since
 from multiqueue.dispatch.manager import Manager
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, PIN_LABEL
 from multiqueue.dispatch.sweep import garbage
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
@@ -323,7 +323,7 @@ async def test_a_hung_worker_holds_up_no_other(
     monkeypatch.setattr(dispatcher.pool.workers["worker-2"].client, "create", never_answers)
     for i in range(2 * dispatcher.settings.workers_count):
         body = managed(f"stuck-{i}", "true")
-        body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-2"}
+        body["metadata"]["labels"] = {PIN_LABEL: "worker-2"}
         await clusters.client().create(JOBS, body, "default")
     for i in range(3):
         body = managed(f"free-{i}", "true")

@@ -12,7 +12,7 @@ from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import Capacity, ManagerConfig
 from multiqueue.dispatch.manager import Manager
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, PIN_LABEL
 from multiqueue.kube.client import KubeClient
 from tests.e2e.conftest import Clusters, has_condition, job_body
 from tests.e2e.test_dispatch import managed
@@ -140,10 +140,14 @@ async def test_a_pin_to_a_worker_that_does_not_exist_is_not_shown_as_placed(
     config = clusters.local.manager.config
     management = clusters.client()
     pinned = managed("pinned", "true")
-    pinned["metadata"]["labels"] = {CLUSTER_LABEL: "worker-9"}
+    pinned["metadata"]["labels"] = {PIN_LABEL: "worker-9"}
     await management.create(JOBS, pinned, "default")
     warning = await wait_for_event(management, "pinned", "NoWorker")
     assert warning["message"] == "pinned to worker worker-9, which is not configured"
+    waiting = await management.get(JOBS, "pinned", "default")
+    assert CLUSTER_LABEL not in waiting["metadata"]["labels"], (
+        "`kubectl get -L multiqueue.dev/cluster` shows none"
+    )
     _, rows = await inspect.status(config)
     row = next(r for r in rows if r.key == "default/pinned")
     assert (row.worker, row.state, row.reason) == ("-", "Waiting", "NoWorker")

@@ -30,6 +30,7 @@ from multiqueue.dispatch.mirror import (
     FINALIZER_PREFIX,
     ORIGIN_LABEL,
     ORIGIN_UID_ANNOTATION,
+    PIN_LABEL,
 )
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Forbidden
@@ -320,7 +321,7 @@ async def test_a_job_in_the_way_on_the_worker_is_a_mirror_conflict_and_is_left_a
         await recorder.start()
     try:
         body = simulated_job("clash", MANAGERS["alpha"], 0.0)
-        body["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}  # pinned to worker-1
+        body["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
         submitted = time.monotonic()
         user = await management.create(JOBS, body, NAMESPACE)
         await events.until(

@@ -45,6 +45,12 @@ def yaml_block(document: str, heading: str) -> str:
     return found.group(1)
 
 
+def named_files(document: str) -> dict[str, str]:
+    """The ```yaml blocks of ``document`` that open with the name the text asks to save them as (``# big.yaml``)."""
+    text = (REPO / document).read_text()
+    return dict(re.findall(r"```yaml\n# (\S+\.yaml)\n(.*?)```", text, re.DOTALL))
+
+
 @dataclass
 class Walk:
     """One ``local up`` the walkthroughs share, and how the documents' words map onto it."""
@@ -155,6 +161,20 @@ async def test_the_user_guide_runs_as_written(walk: Walk) -> None:
     )
     described = _printed(printed, "kubectl describe job hello")
     assert "Dispatched" in described and "Completed" in described, described
+    for name, text in named_files(guide).items():
+        (walk.state / name).write_text(text)
+    aimed, capacity = shell_blocks(guide, "## Choose a worker")
+    printed = await walk.run(aimed, walk.state, env)
+    table = _printed(printed, "kubectl get jobs pinned selected")
+    # Pinned: both labels name worker-2. Selected: nothing requested, placed on the worker labelled region=eu.
+    assert re.search(r"^pinned\s+Complete\s+1/1\s+\S+\s+\S+\s+worker-2\s+worker-2$", table, re.MULTILINE), (
+        table
+    )
+    assert re.search(r"^selected\s+Complete\s+1/1\s+\S+\s+\S+\s+worker-1$", table, re.MULTILINE), table
+    printed = await walk.run(capacity, walk.state, env)
+    status = _printed(printed, "multiqueue status")
+    assert re.search(r"^worker-1\s.*\scpu 0/4\s", status, re.MULTILINE), status
+    assert re.search(r"^Job\s+default/big\s+-\s+Waiting\s", status, re.MULTILINE), status
     (suspend,) = shell_blocks(guide, "## Suspend and resume")
     await walk.run(suspend, walk.state, env)
     (logs,) = shell_blocks(guide, "## Logs")
@@ -162,3 +182,8 @@ async def test_the_user_guide_runs_as_written(walk: Walk) -> None:
     assert _printed(printed, "multiqueue logs hello --index 2").strip() == "index 2"
     every = _printed(printed, "multiqueue logs hello --config")
     assert [line.split("] ", 1)[1] for line in every.splitlines()] == ["index 0", "index 1", "index 2"]
+    (ended,) = shell_blocks(guide, "## How it ended")
+    printed = await walk.run(ended, walk.state, env)
+    warnings = _printed(printed, "kubectl get events")
+    assert re.search(r"Warning\s+BackoffLimitExceeded\s+job/fails\s", warnings), warnings
+    assert _printed(printed, "multiqueue logs fails").strip() == "cannot find the input"

@@ -25,6 +25,7 @@ from multiqueue.kube.errors import KubeError
 Obj = dict[str, Any]
 MANAGED_BY = "multiqueue.dev/dispatcher"
 CLUSTER_LABEL = "multiqueue.dev/cluster"
+PIN_LABEL = "multiqueue.dev/requested-cluster"
 ORIGIN_LABEL = "multiqueue.dev/origin"
 # Between two attempts to watch again after the connection broke (the server may be down for a while).
 RECONNECT_PAUSE = 0.2
@@ -63,7 +64,7 @@ def marker_job(
         command += f"; sleep {seconds}"
     if gate is not None:
         command += f"; while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.2; done"
-    labels = {CLUSTER_LABEL: pin} if pin is not None else {}
+    labels = {PIN_LABEL: pin} if pin is not None else {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

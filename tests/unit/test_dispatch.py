@@ -12,10 +12,14 @@ from multiqueue.dispatch.generic import StatusRefused
 from multiqueue.dispatch.lifecycle import Actions, Observed, decide
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
+    LEGACY_PIN_ANNOTATION,
     ORIGIN_LABEL,
     ORIGIN_UID_ANNOTATION,
-    REQUESTED_CLUSTER_ANNOTATION,
+    PIN_LABEL,
     Identity,
+    placement_metadata,
+    release_metadata,
+    requested_worker,
 )
 from multiqueue.dispatch.placement import WaitReason, WorkerView, place
 from tests.unit.jobfixtures import T0, T1, job
@@ -46,7 +50,8 @@ def placed(body: dict[str, Any], worker: str = "worker-2") -> dict[str, Any]:
 
 def test_mirror_is_a_fresh_job_for_the_worker() -> None:
     user = placed(user_job())
-    user["metadata"]["annotations"] = {REQUESTED_CLUSTER_ANNOTATION: "worker-2"}  # the user's pin, kept
+    user["metadata"]["labels"][PIN_LABEL] = "worker-2"  # the user's pin
+    user["metadata"]["annotations"] = {LEGACY_PIN_ANNOTATION: "worker-2"}  # a pin kept the older way
     mirror = ADAPTER.build_mirror(user, "multiqueue")
     assert "managedBy" not in mirror["spec"] and "ttlSecondsAfterFinished" not in mirror["spec"]
     assert "selector" not in mirror["spec"]
@@ -60,7 +65,7 @@ def test_mirror_is_a_fresh_job_for_the_worker() -> None:
     assert generated & set(user["metadata"]["labels"]), "the defaulted user Job carries them"
     assert not generated & set(mirror["metadata"]["labels"]), "the worker generates its own for the mirror"
     assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
-    assert CLUSTER_LABEL not in mirror["metadata"]["labels"]
+    assert CLUSTER_LABEL not in mirror["metadata"]["labels"] and PIN_LABEL not in mirror["metadata"]["labels"]
     assert mirror["metadata"]["annotations"] == {ORIGIN_UID_ANNOTATION: "uid-1"}
     assert set(mirror["metadata"]) == {"name", "namespace", "labels", "annotations"}
     assert "status" not in mirror
@@ -114,21 +119,21 @@ def test_a_faulty_mirror_status_is_refused(old: dict[str, Any], new: dict[str, A
 
 
 @pytest.mark.parametrize(
-    ("labels", "annotations", "policy", "turn", "expected", "reason"),
+    ("pinned", "annotations", "policy", "turn", "expected", "reason"),
     [
-        pytest.param({}, {}, "LeastLoaded", 0, "worker-2", "", id="least-loaded"),
-        pytest.param({}, {}, "RoundRobin", 0, "worker-1", "", id="round-robin-0"),
-        pytest.param({}, {}, "RoundRobin", 1, "worker-2", "", id="round-robin-1"),
-        pytest.param({}, {}, "Ordered", 0, "worker-1", "", id="ordered-first-that-fits"),
-        pytest.param({CLUSTER_LABEL: "worker-1"}, {}, "LeastLoaded", 0, "worker-1", "", id="pin"),
-        pytest.param({CLUSTER_LABEL: "nowhere"}, {}, "LeastLoaded", 0, None, "not configured", id="pin-unknown"),
-        pytest.param({}, {"multiqueue.dev/cluster-selector": "region=eu"}, "LeastLoaded", 0, "worker-1", "", id="selector"),
-        pytest.param({}, {"multiqueue.dev/cluster-selector": "region=asia"}, "LeastLoaded", 0, None, "no worker matches selector region=asia", id="selector-none"),
-        pytest.param({CLUSTER_LABEL: "worker-3"}, {}, "LeastLoaded", 0, None, "no active worker", id="pinned-to-inactive"),
+        pytest.param(None, {}, "LeastLoaded", 0, "worker-2", "", id="least-loaded"),
+        pytest.param(None, {}, "RoundRobin", 0, "worker-1", "", id="round-robin-0"),
+        pytest.param(None, {}, "RoundRobin", 1, "worker-2", "", id="round-robin-1"),
+        pytest.param(None, {}, "Ordered", 0, "worker-1", "", id="ordered-first-that-fits"),
+        pytest.param("worker-1", {}, "LeastLoaded", 0, "worker-1", "", id="pin"),
+        pytest.param("nowhere", {}, "LeastLoaded", 0, None, "not configured", id="pin-unknown"),
+        pytest.param(None, {"multiqueue.dev/cluster-selector": "region=eu"}, "LeastLoaded", 0, "worker-1", "", id="selector"),
+        pytest.param(None, {"multiqueue.dev/cluster-selector": "region=asia"}, "LeastLoaded", 0, None, "no worker matches selector region=asia", id="selector-none"),
+        pytest.param("worker-3", {}, "LeastLoaded", 0, None, "no active worker", id="pinned-to-inactive"),
     ],
 )  # fmt: skip
 def test_placement(
-    labels: dict[str, str],
+    pinned: str | None,
     annotations: dict[str, str],
     policy: str,
     turn: int,
@@ -136,9 +141,8 @@ def test_placement(
     reason: str,
 ) -> None:
     body = user_job()
-    body["metadata"]["labels"] = labels
     body["metadata"]["annotations"] = annotations
-    result = place(body, WORKERS, policy, turn)
+    result = place(body, WORKERS, policy, turn, pinned=pinned)
     assert result.worker == expected
     assert reason in result.message
 
@@ -342,6 +346,70 @@ def test_a_deleted_job_is_let_go_when_its_mirror_is_on_a_lost_worker() -> None:
 def test_a_draining_worker_gets_no_new_jobs() -> None:
     draining = [WorkerView("worker-1", {}, True, 0, accepting=False), WorkerView("worker-2", {}, True, 5)]
     assert place(user_job(), draining, "LeastLoaded").worker == "worker-2"
-    pinned = user_job()
-    pinned["metadata"]["labels"] = {CLUSTER_LABEL: "worker-1"}
-    assert place(pinned, draining, "LeastLoaded").message == "pinned to worker worker-1, which is draining"
+    refused = place(user_job(), draining, "LeastLoaded", pinned="worker-1")
+    assert refused.message == "pinned to worker worker-1, which is draining"
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "held", "expected"),
+    [
+        pytest.param({}, {}, False, None, id="no-pin"),
+        pytest.param({PIN_LABEL: "worker-1"}, {}, False, "worker-1", id="pin"),
+        pytest.param({PIN_LABEL: "worker-1", CLUSTER_LABEL: "worker-1"}, {}, True, "worker-1", id="pinned-and-placed"),
+        pytest.param({CLUSTER_LABEL: "worker-2"}, {}, True, None, id="placed-is-no-pin"),
+        pytest.param({CLUSTER_LABEL: "worker-2"}, {}, False, "worker-2", id="older-spelling-before-placement"),
+        pytest.param({CLUSTER_LABEL: "worker-2"}, {LEGACY_PIN_ANNOTATION: "worker-1"}, True, "worker-1", id="older-spelling-kept-while-placed"),
+        pytest.param({PIN_LABEL: "worker-1"}, {LEGACY_PIN_ANNOTATION: "worker-2"}, True, "worker-1", id="label-wins"),
+    ],
+)  # fmt: skip
+def test_the_pin_is_the_users_label_never_the_placement(
+    labels: dict[str, str], annotations: dict[str, str], held: bool, expected: str | None
+) -> None:
+    body = user_job()
+    body["metadata"]["labels"] = labels
+    body["metadata"]["annotations"] = annotations
+    assert requested_worker(body, held) == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "patch"),
+    [
+        pytest.param({}, {CLUSTER_LABEL: "w"}, id="no-pin"),
+        pytest.param({PIN_LABEL: "w"}, {CLUSTER_LABEL: "w"}, id="pin-untouched"),
+        pytest.param({CLUSTER_LABEL: "x"}, {CLUSTER_LABEL: "w", PIN_LABEL: "x"}, id="older-spelling-moves"),
+    ],
+)
+def test_placing_writes_the_placement_and_never_the_pin(
+    labels: dict[str, str], patch: dict[str, Any]
+) -> None:
+    body = user_job()
+    body["metadata"]["labels"] = labels
+    body["metadata"]["finalizers"] = ["other.example/keep"]
+    placing = placement_metadata(body, "w", MIRROR_FINALIZER)
+    assert placing == {"finalizers": ["other.example/keep", MIRROR_FINALIZER], "labels": patch}
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "patch"),
+    [
+        pytest.param({CLUSTER_LABEL: "w"}, {}, {"labels": {CLUSTER_LABEL: None}}, id="no-pin"),
+        pytest.param({CLUSTER_LABEL: "w", PIN_LABEL: "w"}, {}, {"labels": {CLUSTER_LABEL: None}}, id="pin-untouched"),
+        pytest.param(
+            {CLUSTER_LABEL: "w"}, {LEGACY_PIN_ANNOTATION: "w"},
+            {"labels": {CLUSTER_LABEL: None, PIN_LABEL: "w"}, "annotations": {LEGACY_PIN_ANNOTATION: None}},
+            id="older-spelling-moves",
+        ),
+    ],
+)  # fmt: skip
+def test_letting_go_removes_the_placement_and_keeps_the_pin(
+    labels: dict[str, str], annotations: dict[str, str], patch: dict[str, Any]
+) -> None:
+    body = user_job()
+    body["metadata"]["labels"] = labels
+    body["metadata"]["annotations"] = annotations
+    body["metadata"]["finalizers"] = ["other.example/keep", MIRROR_FINALIZER]
+    assert release_metadata(body, MIRROR_FINALIZER, unplace=True) == {
+        "finalizers": ["other.example/keep"],
+        **patch,
+    }
+    assert release_metadata(body, MIRROR_FINALIZER, unplace=False) == {"finalizers": ["other.example/keep"]}

@@ -30,6 +30,7 @@ from multiqueue.dispatch.mirror import (
     CLUSTER_SELECTOR_ANNOTATION,
     ORIGIN_LABEL,
     ORIGIN_UID_ANNOTATION,
+    PIN_LABEL,
     PROGRESS_ANNOTATION,
     Identity,
     pending_progress,
@@ -208,7 +209,7 @@ def _warning(reason: WaitReason) -> tuple[str, str]:
     [
         pytest.param(user_job(suspend=True), TWO, WaitReason.SUSPENDED, set(), None, id="suspended"),
         pytest.param(user_job(), [], WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="no-worker"),
-        pytest.param(_labelled(**{CLUSTER_LABEL: "nowhere"}), TWO, WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="pinned-to-unknown-worker"),
+        pytest.param(_labelled(**{PIN_LABEL: "nowhere"}), TWO, WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="pinned-to-unknown-worker"),
         pytest.param(_selecting("region=asia"), EU_US, WaitReason.NO_MATCHING_WORKER, set(), _warning(WaitReason.NO_MATCHING_WORKER), id="selector-matches-nothing"),
         pytest.param(_selecting("region in (eu"), EU_US, WaitReason.INVALID_SELECTOR, set(), _warning(WaitReason.INVALID_SELECTOR), id="invalid-selector"),
         pytest.param(user_job(), [view("worker-1", active=False), view("worker-2", active=False)], WaitReason.NO_ACTIVE_WORKER, set(), PENDING, id="no-active-worker"),
@@ -219,7 +220,7 @@ def _warning(reason: WaitReason) -> tuple[str, str]:
         pytest.param(user_job(), [view("worker-1", free={"cpu": 0}, capacity={"cpu": 0.5}), view("worker-2", active=False, free={"cpu": 4}, capacity={"cpu": 4})], WaitReason.NO_CAPACITY, {"worker-1"}, PENDING, id="fits-only-an-unreachable-worker"),
         pytest.param(user_job(), [view("worker-1", max_jobs=0), view("worker-2", capacity={"cpu": 0.25}, free={"cpu": 0.25})], WaitReason.NEVER_FITS, set(), _warning(WaitReason.NEVER_FITS), id="never-fits-any-worker"),
         pytest.param(_selecting("region=eu"), [view("worker-1", labels={"region": "eu"}, capacity={"cpu": 0.5}, free={"cpu": 0.5}), view("worker-2", labels={"region": "us"})], WaitReason.NEVER_FITS, set(), _warning(WaitReason.NEVER_FITS), id="never-fits-the-matching-worker"),
-        pytest.param(_labelled(**{CLUSTER_LABEL: "worker-1"}), [view("worker-1", accepting=False), view("worker-2")], WaitReason.WORKER_DRAINING, set(), PENDING, id="pinned-worker-draining"),
+        pytest.param(_labelled(**{CLUSTER_LABEL: "worker-1"}), [view("worker-1", accepting=False), view("worker-2")], WaitReason.WORKER_DRAINING, set(), PENDING, id="pinned-the-older-way-worker-draining"),
         pytest.param(user_job(), [view("worker-1", accepting=False)], WaitReason.NO_WORKER, set(), _warning(WaitReason.NO_WORKER), id="only-worker-draining"),
     ],
 )  # fmt: skip
@@ -570,7 +571,7 @@ def test_a_job_every_worker_refused_waits_until_the_earliest_retry(now: float, e
 
 
 def test_a_pinned_job_refused_by_its_worker_waits_with_that_reason() -> None:
-    user = _labelled(**{CLUSTER_LABEL: "worker-2"})
+    user = _labelled(**{PIN_LABEL: "worker-2"})
     actions = run(user, rejections={"worker-2": _rejection("worker-2")})
     assert actions.waiting is not None and actions.waiting.reason == WaitReason.MIRROR_REJECTED
     assert actions.requeue_after == pytest.approx(REJECTED_RETRY - 1)
@@ -735,7 +736,7 @@ def test_a_job_asking_more_than_any_worker_has_says_so_and_what_each_lacks() -> 
 
 
 def test_a_pinned_job_with_a_conflict_on_its_worker_keeps_waiting_with_the_conflict_as_a_warning() -> None:
-    user = _labelled(**{CLUSTER_LABEL: "worker-1"})
+    user = _labelled(**{PIN_LABEL: "worker-1"})
     conflict = _rejection("worker-1", reason="AlreadyExists", existing_origin="")
     actions = run(user, rejections={"worker-1": conflict})
     assert actions.waiting is not None and actions.waiting.reason == WaitReason.MIRROR_CONFLICT
