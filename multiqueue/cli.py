@@ -228,6 +228,18 @@ def _local_demo(args: argparse.Namespace) -> int:
     return 0 if completed else 1
 
 
+def _add_reach_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the manager's config (YAML): its clusters, workers and name; without it, the management cluster is "
+        "kubectl's (--kubeconfig, $KUBECONFIG or ~/.kube/config, and --context) and workers come from the "
+        "worker Secrets you can read, or from contexts of their names",
+    )
+    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the management cluster")
+    parser.add_argument("--context", help="the management cluster's context in that kubeconfig")
+
+
 def _add_control_plane_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--control-plane",
@@ -326,30 +338,132 @@ def _format_age(seconds: float) -> str:
     return human_duration(seconds)
 
 
-def _status(args: argparse.Namespace) -> int:
+def _reach(args: argparse.Namespace) -> tuple[ManagerConfig, Path | None]:
+    """The manager config of ``--config``, with ``--kubeconfig``/``--context`` in place of its management cluster;
+    without ``--config``, the management cluster as kubectl finds it, a manager of the default name, and the path
+    of the kubeconfig (whose contexts may reach the workers)."""
+    if args.config is None:
+        path = _kubectl_kubeconfig(args.kubeconfig)
+        return ManagerConfig.model_validate(
+            {"management": {"kubeconfig": path, "context": args.context}}
+        ), path
     config = _manager_config(args.config)
+    chosen = {"kubeconfig": Path(args.kubeconfig) if args.kubeconfig else None, "context": args.context}
+    update = {k: v for k, v in chosen.items() if v is not None}
+    if update:
+        config = config.model_copy(update={"management": config.management.model_copy(update=update)})
+    return config, None
+
+
+def _kubectl_kubeconfig(explicit: str | None) -> Path:
+    """``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``, as kubectl reads them."""
+    if explicit:
+        return Path(explicit)
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if len(listed) > 1:
+        raise UsageError(
+            f"$KUBECONFIG lists {len(listed)} files and multiqueue reads one: pass --kubeconfig FILE (the "
+            "management cluster's) or --config FILE (the manager's config)"
+        )
+    path = Path(listed[0]) if listed else Path.home() / ".kube" / "config"
+    if not path.is_file():
+        raise UsageError(
+            f"no kubeconfig at {path}: pass --kubeconfig FILE, or --config FILE (the manager's config)"
+        )
+    return path
+
+
+def _status(args: argparse.Namespace) -> int:
+    config, _ = _reach(args)
     try:
         workers, jobs_rows = asyncio.run(inspect.status(config))
     except KubeconfigError as exc:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot reach the management cluster: {exc}") from exc
-    if args.namespace is not None and not args.all_namespaces:
-        jobs_rows = [j for j in jobs_rows if j.key.split("/", 1)[0] == args.namespace]
+    in_scope = _namespace_filter(args)
+    jobs_rows = [j for j in jobs_rows if in_scope(j)]
+    widths: list[int] = []  # of the Jobs table, when one is printed
     if args.output in ("json", "yaml"):
-        document = {
-            "workers": [_camel(dataclasses.asdict(w)) for w in workers],
-            "jobs": [_camel(dataclasses.asdict(j)) for j in jobs_rows],
-        }
-        if args.output == "json":
-            print(json.dumps(document, indent=2))
-        else:
-            print(yaml.safe_dump(document, sort_keys=False), end="")
-        return 0
-    if args.output == "name":
+        _print_document(
+            {
+                "workers": [_camel(dataclasses.asdict(w)) for w in workers],
+                "jobs": [_camel(dataclasses.asdict(j)) for j in jobs_rows],
+            },
+            args.output,
+        )
+    elif args.output == "name":
         for j in jobs_rows:
             print(f"{j.kind.lower()}/{j.key}")
+    else:
+        _print_workers(workers, known_by_config=args.config is not None)
+        print()
+        header, rows = _job_table(jobs_rows, wide=args.output == "wide")
+        widths = _print_table(header, rows)
+    if not args.watch:
         return 0
+    sys.stdout.flush()
+    try:
+        return asyncio.run(_watch_status(config, args, in_scope, widths))
+    except (KubeError, OSError) as exc:
+        raise RuntimeFailure(f"stopped watching the management cluster: {exc}") from exc
+
+
+def _namespace_filter(args: argparse.Namespace) -> Callable[[inspect.JobRow], bool]:
+    if args.namespace is None or args.all_namespaces:
+        return lambda _: True
+    return lambda row: row.key.split("/", 1)[0] == args.namespace
+
+
+async def _watch_status(
+    config: ManagerConfig,
+    args: argparse.Namespace,
+    in_scope: Callable[[inspect.JobRow], bool],
+    widths: list[int],
+) -> int:
+    """After the tables, as ``kubectl get -w``: a line (or document) for each Job that changes, until Ctrl-C."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def follow() -> None:
+        async for row in inspect.watch_jobs(config):
+            if not in_scope(row):
+                continue
+            if args.output in ("json", "yaml"):
+                _print_document(_camel(dataclasses.asdict(row)), args.output)
+            elif args.output == "name":
+                print(f"{row.kind.lower()}/{row.key}")
+            else:
+                _, (cells,) = _job_table([row], wide=args.output == "wide")
+                _print_row(cells, widths)
+            sys.stdout.flush()
+
+    following = asyncio.create_task(follow())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({following, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait([following, stopping])
+    if following.done() and not following.cancelled():
+        following.result()
+    return 0
+
+
+def _print_document(document: object, output: str) -> None:
+    if output == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        print("---\n" + yaml.safe_dump(document, sort_keys=False), end="")
+
+
+def _print_workers(workers: list[inspect.WorkerRow], known_by_config: bool) -> None:
+    if not workers and not known_by_config:
+        print(
+            "No workers found in Secrets you can read; the manager's config may list others: pass --config FILE."
+        )
+        return
     _print_table(
         ["WORKER", "ACTIVE", "JOBS RUNNING", "CAPACITY USED", "LABELS"],
         [
@@ -364,19 +478,26 @@ def _status(args: argparse.Namespace) -> int:
             for w in workers
         ],
     )
-    print()
-    wide = args.output == "wide"
-    _print_table(
-        ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", *(["MESSAGE"] if wide else [])],
+
+
+def _job_table(rows: list[inspect.JobRow], wide: bool) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "KIND",
+        "NAME",
+        "WORKER",
+        "STATE",
+        "COMPLETIONS",
+        "REASON",
+        "AGE",
+        *(["MESSAGE"] if wide else []),
+    ]
+    return header, [
         [
-            [
-                j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds),
-                *([j.message] if wide else []),
-            ]
-            for j in jobs_rows
-        ],
-    )  # fmt: skip
-    return 0
+            j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds),
+            *([j.message] if wide else []),
+        ]
+        for j in rows
+    ]  # fmt: skip
 
 
 def _amount(value: float) -> str:
@@ -393,7 +514,7 @@ def _camel(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    config = _manager_config(args.config)
+    config, contexts = _reach(args)
     options = inspect.LogOptions(
         index=args.index,
         container=args.container,
@@ -403,8 +524,8 @@ def _logs(args: argparse.Namespace) -> int:
     )
     try:
         if args.follow:
-            return asyncio.run(_follow_logs(config, args.job, args.namespace, options))
-        found = asyncio.run(inspect.logs(config, args.job, args.namespace, options))
+            return asyncio.run(_follow_logs(config, args.job, args.namespace, options, contexts))
+        found = asyncio.run(inspect.logs(config, args.job, args.namespace, options, contexts))
     except inspect.LogsError as exc:
         raise RuntimeFailure(str(exc)) from exc
     except KubeconfigError as exc:
@@ -417,16 +538,24 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _follow_logs(config: ManagerConfig, job: str, namespace: str, options: inspect.LogOptions) -> int:
-    async for prefix, line in inspect.follow_logs(config, job, namespace, options):
+async def _follow_logs(
+    config: ManagerConfig, job: str, namespace: str, options: inspect.LogOptions, contexts: Path | None
+) -> int:
+    async for prefix, line in inspect.follow_logs(config, job, namespace, options, contexts):
         print(f"[{prefix}] {line}", flush=True)
     return 0
 
 
-def _print_table(header: list[str], rows: list[list[str]]) -> None:
+def _print_table(header: list[str], rows: list[list[str]]) -> list[int]:
+    """Columns as wide as their widest cell; the widths, for rows printed later under the same header."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
     for row in [header, *rows]:
-        print("   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
+        _print_row(row, widths)
+    return widths
+
+
+def _print_row(row: list[str], widths: list[int]) -> None:
+    print("   ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -460,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     manager.set_defaults(handler=_manager)
 
     status = commands.add_parser("status", help="show workers and the Jobs this manager handles")
-    status.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    _add_reach_arguments(status)
     status.add_argument(
         "-n", "--namespace", help="only the Jobs of this namespace (default: every namespace)"
     )
@@ -472,6 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         choices=("wide", "json", "yaml", "name"),
         help="wide: with the MESSAGE column; json or yaml: every field; name: kind/namespace/name per Job",
+    )
+    status.add_argument(
+        "-w", "--watch", action="store_true", help="after the tables, print each Job again as it changes"
     )
     status.set_defaults(handler=_status)
 
@@ -490,15 +622,16 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "--timestamps", action="store_true", help="start each line with the time it was written"
     )
-    logs.add_argument("--config", metavar="FILE", required=True, help="manager config (YAML)")
+    _add_reach_arguments(logs)
     logs.set_defaults(handler=_logs)
 
     complete = commands.add_parser(
         "completion",
         help="print a shell script that completes multiqueue's commands and flags",
-        description="Print the bash completion script; load it with: source <(multiqueue completion bash)",
+        description="Print the completion script of a shell. Load it in bash with: source <(multiqueue completion "
+        "bash); in zsh with: source <(multiqueue completion zsh); in fish with: multiqueue completion fish | source",
     )
-    complete.add_argument("shell", choices=("bash",), help="the shell to complete in")
+    complete.add_argument("shell", choices=tuple(completion.SHELLS), help="the shell to complete in")
     complete.set_defaults(handler=_completion)
 
     local = commands.add_parser("local", help="run the embedded default: local clusters on loopback")
@@ -539,7 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _completion(args: argparse.Namespace) -> int:
-    print(completion.bash(build_parser(), ["multiqueue", "kubectl-multiqueue"]), end="")
+    print(completion.SHELLS[args.shell](build_parser(), ["multiqueue", "kubectl-multiqueue"]), end="")
     return 0
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import (
@@ -20,7 +24,7 @@ from multiqueue.api.meta import (
     parse_time,
     uid_of,
 )
-from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj
+from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj, Resource
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
@@ -30,7 +34,7 @@ from multiqueue.dispatch.workers import WorkerSettings
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.config import KubeconfigError, load_credentials
-from multiqueue.kube.errors import Forbidden, KubeError, NotFound, Unauthorized
+from multiqueue.kube.errors import Forbidden, Gone, KubeError, NotFound, Unauthorized
 from multiqueue.kube.tasks import cancel_and_wait
 
 
@@ -201,27 +205,99 @@ async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
         latest = await _latest_events(client)
     workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
     now = datetime.now(UTC)
-    rows = []
-    for adapter, items in listed:
-        for job in items:
-            if adapter.managed_by(job) != config.managed_by:
-                continue
-            created = parse_time(metadata(job).get("creationTimestamp")) or now
-            placed = identity.holds(job) or adapter.is_finished(job)
-            reason, message = _why(adapter, job, latest)
-            rows.append(
-                JobRow(
-                    kind=adapter.resource.kind,
-                    key=f"{namespace_of(job)}/{metadata(job).get('name')}",
-                    worker=labels_of(job).get(CLUSTER_LABEL, "-") if placed else "-",
-                    state=_state(adapter, job, placed),
-                    completions=_completions(adapter, job),
-                    age_seconds=(now - created).total_seconds(),
-                    reason=reason,
-                    message=message,
-                )
-            )
+    rows = [
+        _job_row(adapter, job, identity, latest, now)
+        for adapter, items in listed
+        for job in items
+        if adapter.managed_by(job) == config.managed_by
+    ]
     return list(workers), sorted(rows, key=lambda r: (r.kind, r.key))
+
+
+def _job_row(
+    adapter: GenericJob, job: Obj, identity: Identity, latest: dict[str, Obj], now: datetime
+) -> JobRow:
+    created = parse_time(metadata(job).get("creationTimestamp")) or now
+    placed = identity.holds(job) or adapter.is_finished(job)
+    reason, message = _why(adapter, job, latest)
+    return JobRow(
+        kind=adapter.resource.kind,
+        key=f"{namespace_of(job)}/{metadata(job).get('name')}",
+        worker=labels_of(job).get(CLUSTER_LABEL, "-") if placed else "-",
+        state=_state(adapter, job, placed),
+        completions=_completions(adapter, job),
+        age_seconds=(now - created).total_seconds(),
+        reason=reason,
+        message=message,
+    )
+
+
+async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
+    """A Job's row each time it changes (its object, or the manager's latest Event about it), as ``kubectl get
+    -w`` prints them; rows that read as before are not repeated. Runs until cancelled."""
+    identity = _identity(config)
+    changes: asyncio.Queue[_Change] = asyncio.Queue()
+    async with _connect(config.management, "management") as client:
+        watchers = [asyncio.create_task(_follow(client, a.resource, changes, a)) for a in _adapters(config)]
+        events = f"reportingComponent={DISPATCHER_COMPONENT}"
+        watchers.append(asyncio.create_task(_follow(client, EVENTS, changes, None, events)))
+        try:
+            latest: dict[str, Obj] = {}
+            jobs_by_uid: dict[str, tuple[GenericJob, Obj]] = {}
+            shown: dict[str, JobRow] = {}
+            while True:
+                change = await changes.get()
+                if isinstance(change, BaseException):
+                    raise change  # a watch that failed ends this one, saying why
+                adapter, obj = change
+                if adapter is None:  # an Event: the Job it is about shows its reason
+                    uid = str(as_dict(obj.get("involvedObject")).get("uid") or "")
+                    if _event_time(obj) >= _event_time(latest.get(uid, {})):
+                        latest[uid] = obj
+                    if uid not in jobs_by_uid:
+                        continue
+                    adapter, obj = jobs_by_uid[uid]
+                elif adapter.managed_by(obj) != config.managed_by:
+                    continue
+                jobs_by_uid[uid_of(obj)] = (adapter, obj)
+                row = _job_row(adapter, obj, identity, latest, datetime.now(UTC))
+                before = shown.get(uid_of(obj))
+                shown[uid_of(obj)] = row
+                if before is None or dataclasses.replace(before, age_seconds=row.age_seconds) != row:
+                    yield row
+        finally:
+            await cancel_and_wait(watchers)
+
+
+# What a watch of ``watch_jobs`` hands on: (the adapter, or None for an Event; the object), or why it stopped.
+_Change = tuple[GenericJob | None, Obj] | BaseException
+
+
+async def _follow(
+    client: KubeClient,
+    resource: Resource,
+    changes: asyncio.Queue[_Change],
+    adapter: GenericJob | None,
+    field_selector: str | None = None,
+) -> None:
+    """List, then watch ``resource`` from there until cancelled, putting each object seen (not deletions) on
+    ``changes``; an expired watch lists again, and a failure is put there too."""
+    try:
+        while True:
+            items, version = await client.list(resource, field_selector=field_selector)
+            for item in items:
+                await changes.put((adapter, item))
+            with contextlib.suppress(Gone):
+                while True:
+                    async for event in client.watch(
+                        resource, resource_version=version, field_selector=field_selector
+                    ):
+                        obj = as_dict(event.get("object"))
+                        version = str(metadata(obj).get("resourceVersion") or version)
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            await changes.put((adapter, obj))
+    except (KubeError, OSError) as exc:
+        await changes.put(exc)
 
 
 def _identity(config: ManagerConfig) -> Identity:
@@ -258,11 +334,11 @@ class LogSource:
 
 
 async def logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None = None
 ) -> list[tuple[str, str]]:
     """(prefix, log text) of each container asked for, of the Job's pods on the worker that ran it, lowest index
-    first."""
-    async with _job_logs(config, name, namespace, options) as (client, sources):
+    first. ``contexts``: a kubeconfig whose context of a worker's name reaches a worker ``config`` does not know."""
+    async with _job_logs(config, name, namespace, options, contexts) as (client, sources):
         texts = await asyncio.gather(
             *(
                 client.read_log(s.pod, namespace, LogQuery(s.container, options.tail, options.timestamps))
@@ -273,10 +349,10 @@ async def logs(
 
 
 async def follow_logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None = None
 ) -> AsyncIterator[tuple[str, str]]:
     """(prefix, line) as each container asked for writes them, until every one has ended."""
-    async with _job_logs(config, name, namespace, options) as (client, sources):
+    async with _job_logs(config, name, namespace, options, contexts) as (client, sources):
         lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
 
         async def follow(source: LogSource) -> None:
@@ -304,7 +380,7 @@ async def follow_logs(
 
 @asynccontextmanager
 async def _job_logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions
+    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None
 ) -> AsyncIterator[tuple[KubeClient, list[LogSource]]]:
     """A client of the worker that runs (or ran) the Job, and the containers to read: only of the mirror this
     manager made of this very Job, never of another Job of the same name there."""
@@ -318,6 +394,11 @@ async def _job_logs(
         placed = _identity(config).holds(job)
         known = await _workers(config, client) if placed else []
     worker = next((w for w in known if w.name == worker_name), None)
+    if worker is None and placed and worker_name and contexts is not None:
+        # Not one the manager's config or Secrets name: a context of its name in the user's kubeconfig, if any.
+        ref = ClusterRef.model_validate({"kubeconfig": contexts, "context": worker_name})
+        if worker_name in await asyncio.to_thread(_context_names, contexts):
+            worker = _Worker(worker_name, WorkerSettings(), ref=ref)
     if worker is None:
         if jobs.is_finished(job):
             raise LogsError(
@@ -349,6 +430,14 @@ async def _job_logs(
             )
         )
         yield client, _sources(pods, options)
+
+
+def _context_names(kubeconfig: Path) -> set[str]:
+    try:
+        loaded = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return set()
+    return {str(as_dict(c).get("name")) for c in as_list(as_dict(loaded).get("contexts"))}
 
 
 def _sources(pods: list[Obj], options: LogOptions) -> list[LogSource]:

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ import yaml
 
 from multiqueue.api.types import JOBS, NAMESPACES, PODS
 from multiqueue.kube.client import LogQuery
+from multiqueue.kube.errors import BadRequest
 from tests.e2e.conftest import Clusters, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
@@ -24,11 +29,14 @@ pytestmark = pytest.mark.e2e
 
 
 async def multiqueue(
-    *args: str, program: tuple[str, ...] = (sys.executable, "-m", "multiqueue")
+    *args: str,
+    program: tuple[str, ...] = (sys.executable, "-m", "multiqueue"),
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        *program, *args, cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
+        *program, *args, cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=None if env is None else {**os.environ, **env},
+    )  # fmt: skip
     async with asyncio.timeout(60):
         out, err = await process.communicate()
     assert process.returncode is not None
@@ -39,6 +47,11 @@ def _config(clusters: Clusters) -> str:
     local = clusters.local
     assert local is not None
     return str(local.state_dir / "manager.yaml")
+
+
+def _changed_since(seen: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    version = seen["metadata"]["resourceVersion"]
+    return lambda obj: bool(obj["metadata"]["resourceVersion"] != version)
 
 
 def _two_containers(name: str, gate: Path) -> dict[str, Any]:
@@ -93,12 +106,21 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
     user = await clusters.wait_for(
         JOBS, "default", "pair", lambda j: (j.get("status") or {}).get("active") == 1
     )
-    worker = clusters.client(user["metadata"]["labels"]["multiqueue.dev/cluster"])
+    placed = user["metadata"]["labels"]["multiqueue.dev/cluster"]
+    worker = clusters.client(placed)
     pods, _ = await worker.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=pair")
+    pod = pods[0]["metadata"]["name"]
     async with asyncio.timeout(30):
-        async for line in worker.follow_log(pods[0]["metadata"]["name"], "default", LogQuery("main")):
-            if line == "three":
-                break
+        while True:
+            try:
+                written = [line async for line in worker.follow_log(pod, "default", LogQuery("main"))]
+                break  # followed until the container ended
+            except (
+                BadRequest
+            ):  # a kubelet API answers 400 while the container waits to start: ask again later
+                seen = await worker.get(PODS, pod, "default")
+                await clusters.wait_for(PODS, "default", pod, _changed_since(seen), cluster=placed)
+    assert written == ["one", "two", "three"]
 
     code, _, err = await multiqueue("logs", "pair", "--config", config)
     assert code == 1 and "has 2 containers (main, side): name one with -c, or use --all-containers" in err
@@ -136,6 +158,13 @@ async def test_kubectl_runs_multiqueue_as_a_plugin(dispatching_clusters: Cluster
         reason = f"needs {'kubectl' if kubectl is None else 'kubectl-multiqueue (pip install -e .)'} on PATH"
         print(reason)
         pytest.skip(reason)
+    local = dispatching_clusters.local
+    assert local is not None
+    env = {"KUBECONFIG": str(local.state_dir / "kubeconfig")}
+    code, out, err = await multiqueue(  # as the README shows it
+        "multiqueue", "status", "--context", "management", program=(kubectl,), env=env
+    )
+    assert code == 0 and re.search(r"^KIND\s+NAME\s+WORKER", out, re.MULTILINE), err
     code, out, err = await multiqueue(
         "multiqueue", "status", "--config", _config(dispatching_clusters), program=(kubectl,)
     )
@@ -181,3 +210,72 @@ async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clus
     assert "<unlimited>" in out, "no capacity configured"
     gate.touch()
     await clusters.wait_for(JOBS, "default", "sized", has_condition("Complete"))
+
+
+@contextlib.asynccontextmanager
+async def _saying_on_timeout(what: Callable[[], str]) -> AsyncIterator[None]:
+    try:
+        yield
+    except TimeoutError:
+        pytest.fail(f"timed out; {what()}")
+
+
+async def test_status_watch_prints_each_job_as_it_changes(dispatching_clusters: Clusters) -> None:
+    clusters = dispatching_clusters
+    management = clusters.client()
+    await management.create(NAMESPACES, {"metadata": {"name": "team-b"}})
+    watching = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "multiqueue", "status", "--config", _config(clusters), "-n", "default", "-w",
+        cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert watching.stdout is not None
+    seen: list[str] = []
+
+    async def until(pattern: str) -> str:
+        assert watching.stdout is not None
+        while not re.search(pattern, seen[-1] if seen else ""):
+            line = await watching.stdout.readline()
+            assert line, f"status -w ended; it printed:\n{''.join(seen)}"
+            seen.append(line.decode())
+        return seen[-1]
+
+    try:
+        async with _saying_on_timeout(lambda: f"status -w printed:\n{''.join(seen)}"), asyncio.timeout(60):
+            await until(r"^KIND\s+NAME\s+WORKER\s+STATE")  # the tables first, as without -w
+            await management.create(JOBS, managed("elsewhere", "true"), "team-b")
+            await management.create(JOBS, managed("watched", "true"), "default")
+            done = await until(r"^Job\s+default/watched\s+worker-\d\s+Complete\s+1/1\s+CompletionsReached\s")
+    finally:
+        watching.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            _, err = await watching.communicate()
+    assert watching.returncode == 0, err.decode()
+    watched = [line for line in seen if "default/watched" in line]
+    assert watched[-1] == done and len(set(watched)) == len(watched), "each change once, none repeated"
+    assert not any("team-b/" in line for line in seen), "-n default keeps to its namespace"
+
+
+async def test_status_and_logs_find_the_clusters_as_kubectl_does(dispatching_clusters: Clusters) -> None:
+    """Without the manager's config: the management cluster from $KUBECONFIG or --kubeconfig and --context, the
+    worker of a Job from a context of its name."""
+    clusters = dispatching_clusters
+    assert clusters.local is not None
+    kubeconfig = str(clusters.local.state_dir / "kubeconfig")
+    await clusters.client().create(JOBS, managed("found", "echo found it"), "default")
+    await clusters.wait_for(JOBS, "default", "found", has_condition("Complete"))
+    env = {"KUBECONFIG": kubeconfig}
+
+    code, out, err = await multiqueue("status", "--context", "management", "-o", "name", env=env)
+    assert (code, err) == (0, "") and "job/default/found\n" in out
+    code, out, _ = await multiqueue("status", "--kubeconfig", kubeconfig, "--context", "management")
+    assert code == 0 and out.startswith("No workers found in Secrets you can read"), out
+    assert re.search(r"^Job\s+default/found\s+worker-\d\s+Complete\s", out, re.MULTILINE), out
+    code, out, err = await multiqueue("logs", "found", "--context", "management", env=env)
+    assert (code, out) == (0, "found it\n"), err
+
+    code, _, err = await multiqueue("status", "--context", "nowhere", env=env)
+    assert code == 2 and "nowhere" in err and len(err.splitlines()) == 1, err
+    code, _, err = await multiqueue("status", env={"KUBECONFIG": os.pathsep.join([kubeconfig, kubeconfig])})
+    assert code == 2 and "pass --kubeconfig FILE" in err, err
+    code, _, err = await multiqueue("status", "--config", _config(clusters), "--context", "worker-1")
+    assert code == 0, "--context takes the place of the config's management cluster: " + err
