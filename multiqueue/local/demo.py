@@ -50,10 +50,17 @@ DEMO_JOB: Obj = {
 }
 
 
-async def _until(client: KubeClient, predicate: Callable[[Obj], bool], within: float) -> Obj:
+async def _until(
+    client: KubeClient,
+    predicate: Callable[[Obj], bool],
+    within: float,
+    seen: Callable[[Obj], None] = lambda _: None,
+) -> Obj:
+    """The demo Job once ``predicate`` holds, watching it; ``seen`` is shown each version on the way."""
     async with asyncio.timeout(within):
         while True:
             current = await client.get(JOBS, "demo", "default")
+            seen(current)
             if predicate(current):
                 return current
             async for event in client.watch(
@@ -63,8 +70,30 @@ async def _until(client: KubeClient, predicate: Callable[[Obj], bool], within: f
                 resource_version=current["metadata"]["resourceVersion"],
                 timeout_seconds=int(within),
             ):
-                if event["type"] != "BOOKMARK" and predicate(event["object"]):
+                if event["type"] == "BOOKMARK":
+                    continue
+                seen(event["object"])
+                if predicate(event["object"]):
                     return dict(event["object"])
+
+
+def _progress(say: Callable[[str], None], worker: str) -> Callable[[Obj], None]:
+    """Says the demo Job's counts each time they change, so a slow run shows it is moving."""
+    said: list[tuple[int, int, int]] = []
+
+    def seen(job: Obj) -> None:
+        status = jobs.status_of(job)
+        counts = (
+            int(status.get("active") or 0),
+            int(status.get("succeeded") or 0),
+            int(status.get("failed") or 0),
+        )
+        if counts != (said[-1] if said else (0, 0, 0)):
+            said.append(counts)
+            active, succeeded, failed = counts
+            say(f"  on {worker}: {active} running, {succeeded}/4 succeeded, {failed} failed")
+
+    return seen
 
 
 async def run_demo(
@@ -106,7 +135,7 @@ async def run_demo(
         placed = await _until(client, lambda j: CLUSTER_LABEL in labels_of(j), within)
         worker = labels_of(placed)[CLUSTER_LABEL]
         say(f"dispatched to {worker} after {time.monotonic() - submitted:.2f}s")
-        done = await _until(client, jobs.is_finished, within)
+        done = await _until(client, jobs.is_finished, within, _progress(say, worker))
         status = jobs.status_of(done)
         outcome = "Complete" if jobs.is_complete(done) else "Failed"
         say(

@@ -39,6 +39,9 @@ async def test_the_demo_dispatches_a_job_to_a_worker_and_shows_it_complete(tmp_p
     assert code == 0, out
     assert SUMMARY.search(out), out
     assert "dispatched to worker-" in out
+    assert re.search(r"^  on worker-\d: \d running, [1-4]/4 succeeded, 0 failed$", out, re.MULTILINE), (
+        "progress"
+    )
     assert "removed" in out and _demo_folders(tmp_path) == [], out
 
 
