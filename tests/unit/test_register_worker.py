@@ -1,4 +1,5 @@
-"""deploy/register-worker.sh against a fake kubectl that records its arguments and answers the few reads."""
+"""deploy/register-worker.sh against a fake kubectl that records its arguments, answers the few reads, reports what
+an apply created, and fails or signals where a test says."""
 
 from __future__ import annotations
 
@@ -29,14 +30,32 @@ CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 CA_DATA = base64.b64encode(CA_PEM.encode()).decode()
 KUBECONFIG_SERVER = "https://203.0.113.7:6443"
 
-# Records argv and stdin (when it reads a manifest from "-") as one JSON line; answers reads like kubectl would.
+# Records argv and stdin (when it reads a manifest from "-") as one JSON line; answers reads like kubectl would. A
+# call whose arguments contain one of FAKE_KUBECTL_FAIL (a JSON list) fails; one containing FAKE_KUBECTL_SIGNAL
+# sends SIGTERM to the script first. An apply reports each object "created", or "unchanged" if FAKE_KUBECTL_EXISTING
+# (a JSON list) names it.
 FAKE_KUBECTL = """\
-import json, os, sys
+import json, os, signal, sys
+import yaml
 args = sys.argv[1:]
 stdin = sys.stdin.read() if "-" in args and "-f" in args else None
 with open(os.environ["FAKE_KUBECTL_LOG"], "a") as log:
     log.write(json.dumps({"args": args, "stdin": stdin}) + "\\n")
-if any(a.startswith("go-template=") for a in args):
+called = " ".join(args)
+if os.environ.get("FAKE_KUBECTL_SIGNAL") and os.environ["FAKE_KUBECTL_SIGNAL"] in called:
+    os.kill(os.getppid(), signal.SIGTERM)
+if any(part in called for part in json.loads(os.environ.get("FAKE_KUBECTL_FAIL", "[]"))):
+    print("error: the fake kubectl was told to fail: " + called, file=sys.stderr)
+    sys.exit(1)
+if "apply" in args:
+    source = args[args.index("-f") + 1]
+    text = stdin if source == "-" else open(source).read()
+    existing = json.loads(os.environ.get("FAKE_KUBECTL_EXISTING", "[]"))
+    for obj in yaml.safe_load_all(text):
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        what = obj["kind"].lower() + ("." + group if group else "") + "/" + obj["metadata"]["name"]
+        print(what, "unchanged" if what in existing else "created")
+elif any(a.startswith("go-template=") for a in args):
     print(TOKEN, end="")
 elif any(a.startswith("jsonpath={.data.ca") for a in args):
     print(CA_DATA, end="")
@@ -52,7 +71,8 @@ class Run:
     calls: list[dict[str, Any]]
 
 
-def register(tmp_path: Path, *args: str) -> Run:
+def register(tmp_path: Path, *args: str, **fake: list[str] | str) -> Run:
+    """Run the script; ``fake`` sets the fake kubectl's FAKE_KUBECTL_<KEY> (fail, existing: lists; signal)."""
     assert BASH is not None
     kubectl = tmp_path / "kubectl"
     constants = f"TOKEN = {TOKEN!r}\nCA_DATA = {CA_DATA!r}\nSERVER = {KUBECONFIG_SERVER!r}\n"
@@ -61,7 +81,15 @@ def register(tmp_path: Path, *args: str) -> Run:
     log = tmp_path / "calls.jsonl"
     result = subprocess.run(
         [BASH, str(SCRIPT), *args],
-        env={"PATH": "/usr/bin:/bin", "KUBECTL": str(kubectl), "FAKE_KUBECTL_LOG": str(log)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "KUBECTL": str(kubectl),
+            "FAKE_KUBECTL_LOG": str(log),
+            **{
+                f"FAKE_KUBECTL_{k.upper()}": v if isinstance(v, str) else json.dumps(v)
+                for k, v in fake.items()
+            },
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -185,3 +213,97 @@ def test_bad_arguments_exit_2_with_the_usage_line_and_touch_nothing(
     assert complaint in first
     assert second.startswith("usage: register-worker.sh --name NAME")
     assert run.calls == []
+
+
+PROGRESS = [
+    "worker worker-1: ClusterRole multiqueue-worker on context w1",
+    "worker worker-1: namespace multiqueue-system, ServiceAccount multiqueue-manager, its ClusterRoleBinding and "
+    "token Secret on context w1",
+    "worker worker-1: waiting up to 60s for the token controller to fill in Secret multiqueue-manager-token",
+    "worker worker-1: reading the token, the CA and the API server address",
+    "worker worker-1: Secret multiqueue-worker-worker-1 in multiqueue-system on context mgmt",
+    "worker worker-1: registered: the manager adds it from that Secret while it runs",
+]
+# What a first run creates on the worker, as kubectl apply names it, newest first: the order it is removed in.
+CREATED_NEWEST_FIRST = [
+    "secret/multiqueue-manager-token",
+    "clusterrolebinding.rbac.authorization.k8s.io/multiqueue-worker",
+    "serviceaccount/multiqueue-manager",
+    "namespace/multiqueue-system",
+    "clusterrole.rbac.authorization.k8s.io/multiqueue-worker",
+]
+
+
+def deletions(run: Run) -> list[str]:
+    """What the run deleted, in order; each on the worker, in the namespace, waiting until it is gone."""
+    found = []
+    for call in run.calls:
+        args = call["args"]
+        if "delete" in args:
+            assert args[:5] == ["--context", "w1", "-n", "multiqueue-system", "delete"]
+            assert args[6:] == ["--ignore-not-found", "--wait=true", "--timeout=60s"]
+            found.append(args[5])
+    return found
+
+
+def test_a_registration_prints_one_line_per_step_and_removes_nothing(tmp_path: Path) -> None:
+    run = register(tmp_path, *BASE_ARGS)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == PROGRESS
+    assert deletions(run) == []
+
+
+@pytest.mark.parametrize(
+    ("failing", "complaint"),
+    [
+        pytest.param(
+            "wait --for",
+            "Secret multiqueue-manager-token got no token within 60s on context w1",
+            id="no-token",
+        ),
+        pytest.param("--context mgmt apply", "told to fail: --context mgmt apply", id="management-refuses"),
+    ],
+)
+def test_a_run_that_fails_after_creating_objects_removes_them_newest_first(
+    tmp_path: Path, failing: str, complaint: str
+) -> None:
+    run = register(tmp_path, *BASE_ARGS, fail=[failing])
+    assert run.returncode == 1
+    assert complaint in run.stderr
+    assert deletions(run) == CREATED_NEWEST_FIRST
+    lines = run.stderr.splitlines()
+    start = lines.index("worker worker-1: failed; removing what this run created on context w1")
+    assert lines[start + 1 :] == [f"worker worker-1: removed {what}" for what in CREATED_NEWEST_FIRST]
+    # Nothing was written on the management cluster, except the one apply that was refused.
+    on_management = [c["args"] for c in run.calls if c["args"][:2] == ["--context", "mgmt"]]
+    assert on_management == ([["--context", "mgmt", "apply", "-f", "-"]] if failing.endswith("apply") else [])
+
+
+def test_what_was_there_before_the_run_stays(tmp_path: Path) -> None:
+    existing = ["namespace/multiqueue-system", "clusterrole.rbac.authorization.k8s.io/multiqueue-worker"]
+    run = register(tmp_path, *BASE_ARGS, fail=["wait --for"], existing=existing)
+    assert run.returncode == 1
+    assert deletions(run) == [w for w in CREATED_NEWEST_FIRST if w not in existing]
+
+
+def test_a_run_that_fails_before_creating_anything_removes_nothing(tmp_path: Path) -> None:
+    run = register(tmp_path, *BASE_ARGS, fail=["clusterrole.yaml"])
+    assert run.returncode == 1
+    assert deletions(run) == []
+    assert "removing" not in run.stderr
+    assert run.stderr.splitlines()[0] == PROGRESS[0]
+
+
+def test_a_removal_that_fails_is_reported_and_the_rest_go_on(tmp_path: Path) -> None:
+    run = register(tmp_path, *BASE_ARGS, fail=["wait --for", "delete serviceaccount/"])
+    assert run.returncode == 1
+    assert deletions(run) == CREATED_NEWEST_FIRST
+    assert "could not remove serviceaccount/multiqueue-manager: delete it by hand" in run.stderr
+    assert "removed namespace/multiqueue-system" in run.stderr
+
+
+def test_an_interrupted_run_removes_what_it_created(tmp_path: Path) -> None:
+    run = register(tmp_path, *BASE_ARGS, signal="wait --for")
+    assert run.returncode == 143
+    assert deletions(run) == CREATED_NEWEST_FIRST
+    assert not any(c["args"][:2] == ["--context", "mgmt"] for c in run.calls)

@@ -1,5 +1,6 @@
 """Reviews a client creates to ask about itself (``kubectl auth can-i``, ``kubectl auth whoami``): answered as
-kube-apiserver answers the admin token of an upstream local cluster, and never stored."""
+kube-apiserver answers the admin token of an upstream local cluster, and never stored; whoami names whoever the
+request authenticated as."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from multiqueue.local.apiserver.authentication import ADMIN
 from multiqueue.local.apiserver.registry import Registry
 from multiqueue.local.apiserver.rest import ApiError
 from multiqueue.local.apiserver.reviews import answer
@@ -32,7 +34,7 @@ def test_both_are_served_for_create_only() -> None:
 def test_the_admin_may_do_anything(spec: dict[str, object]) -> None:
     assert ACCESS is not None
     body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": spec}
-    assert answer(ACCESS, body, NOW) == {**body, "metadata": {}, "status": {"allowed": True}}
+    assert answer(ACCESS, body, NOW, ADMIN) == {**body, "metadata": {}, "status": {"allowed": True}}
 
 
 @pytest.mark.parametrize(
@@ -46,7 +48,7 @@ def test_an_access_review_asks_exactly_one_question(spec: dict[str, object]) -> 
     assert ACCESS is not None
     body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": spec}
     with pytest.raises(ApiError) as refused:
-        answer(ACCESS, body, NOW)
+        answer(ACCESS, body, NOW, ADMIN)
     detail = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
     # As kube-apiserver v1.37.2 writes it, kind and name left empty.
     assert refused.value.status == {
@@ -69,7 +71,7 @@ def test_an_access_review_asks_exactly_one_question(spec: dict[str, object]) -> 
 def test_whoami_names_the_admin_and_its_groups() -> None:
     assert WHOAMI is not None
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    assert answer(WHOAMI, body, NOW) == {
+    assert answer(WHOAMI, body, NOW, ADMIN) == {
         **body,
         "metadata": {"creationTimestamp": "2026-11-25T02:00:00Z"},
         "status": {
@@ -80,3 +82,14 @@ def test_whoami_names_the_admin_and_its_groups() -> None:
             }
         },
     }
+
+
+def test_whoami_names_the_user_the_request_authenticated_as() -> None:
+    assert WHOAMI is not None
+    account = {
+        "username": "system:serviceaccount:ns:runner",
+        "uid": "sa-1",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"],
+    }
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    assert answer(WHOAMI, body, NOW, account)["status"] == {"userInfo": account}

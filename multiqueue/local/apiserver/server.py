@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hmac
 import json
 import logging
 import random
@@ -37,6 +36,7 @@ from multiqueue.local.apiserver import (
     tables,
     watches,
 )
+from multiqueue.local.apiserver.authentication import Authenticator
 from multiqueue.local.apiserver.backend import Backend
 from multiqueue.local.apiserver.connections import GuardedSite, HeaderDeadlineHandler
 from multiqueue.local.apiserver.metrics import RequestMetrics
@@ -73,6 +73,7 @@ JSON_TYPES: Final = (
 )
 MetricLabels = tuple[str, str, str, str]
 METRIC_LABELS: Final = web.RequestKey[MetricLabels]("metric_labels")
+USER: Final = web.RequestKey[Obj]("user")  # who the request authenticated as (its userInfo)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +131,7 @@ class ApiServer:
         self.registry = Registry()
         self.metrics = RequestMetrics()
         self._backend: Backend | None = None  # from start() on
+        self._authenticator: Authenticator | None = None  # from start() on
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         # Handlers still running after their request timed out (504).
@@ -169,6 +171,9 @@ class ApiServer:
         ca_pem = await asyncio.to_thread(ca_file.read_text) if ca_file is not None else None
         window = (self.config.watch_window, self.config.watch_window_bytes)
         self._backend = await Backend.open(path, window, self.registry, self.clock, ca_pem)
+        self._authenticator = Authenticator(
+            self.config.token, self._backend.store, self._backend.rest, self.registry, self.clock
+        )
         await self._bootstrap()
         app = web.Application(middlewares=[self._middleware])
         app[BODY_LIMITS] = BodyLimits(self.config.max_request_bytes, self.config.request_body_timeout)
@@ -241,8 +246,11 @@ class ApiServer:
                 code = 400
                 return web.Response(status=400, text=BAD_REQUEST_TEXT, headers={"Connection": "close"})
             timeout = None if self._long_running(request) else self._request_timeout(request)
-            if request.path not in UNAUTHENTICATED_PATHS and not self._authenticated(request):
-                raise ApiError(errors.status(401, "Unauthorized", "Unauthorized"))
+            if request.path not in UNAUTHENTICATED_PATHS:
+                user = await self._authenticate(request)
+                if user is None:
+                    raise ApiError(errors.status(401, "Unauthorized", "Unauthorized"))
+                request[USER] = user
             if timeout is None:
                 response = await handler(request)
             else:
@@ -319,10 +327,10 @@ class ApiServer:
         if not task.cancelled() and task.exception() is not None:
             log.debug("a request that timed out ended with %r", task.exception())
 
-    def _authenticated(self, request: web.Request) -> bool:
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), self.config.token)
+    async def _authenticate(self, request: web.Request) -> Obj | None:
+        """Who the request's bearer token names (the admin, or a ServiceAccount); None: nobody."""
+        assert self._authenticator is not None, "server not started"
+        return await self._authenticator.user(request.headers.get("Authorization", ""))
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -457,7 +465,8 @@ class ApiServer:
                 )
             )
         if verb == "POST" and reviews.is_review(rtype):
-            return _json(reviews.answer(rtype, await _body(request, rtype), self.clock()), 201)
+            review = reviews.answer(rtype, await _body(request, rtype), self.clock(), request[USER])
+            return _json(review, 201)
         rest = self.rest
         if verb == "WATCH":
             return await self._watch(request, rtype, namespace or None, name)
