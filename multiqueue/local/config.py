@@ -56,6 +56,8 @@ class LocalManager(BaseModel):
     # Where the manager serves /healthz, /readyz and /metrics; port 0 picks a free one (printed at start).
     metrics_address: Annotated[str, Field(alias="metricsAddress")] = "127.0.0.1:0"
     mirror_ttl_after_finished: Annotated[float, Field(ge=0, alias="mirrorTTLSecondsAfterFinished")] = 3600.0
+    # Namespaces of the management cluster whose Jobs are dispatched; empty: all.
+    namespaces: list[str] = Field(default_factory=list)
 
     @field_validator("workers", mode="before")
     @classmethod

@@ -209,6 +209,7 @@ class LocalClusters:
                 ],
                 "placement": local.placement,
                 "mirrorTTLSecondsAfterFinished": local.mirror_ttl_after_finished,
+                "namespaces": local.namespaces,
             }
         )
 

@@ -221,8 +221,14 @@ async def local_clusters(
 async def dispatching_clusters(
     request: pytest.FixtureRequest, e2e_provider: str, tmp_path: Path
 ) -> AsyncIterator[Clusters]:
-    """management, worker-1 (region=eu) and worker-2 (region=us), with the manager dispatching to the workers."""
+    """management, worker-1 (region=eu) and worker-2 (region=us), with the manager dispatching to the workers;
+    an indirect parameter adds keys to the local manager's config (as clusters/local.yaml would give them)."""
+    extra = getattr(request, "param", {})
     if e2e_provider == "kind":
+        if extra:
+            reason = f"the kind manager's config is deploy/'s; {extra} is tried on local and upstream"
+            print(reason)
+            pytest.skip(reason)
         async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
             yield on_kind
         return
@@ -233,7 +239,7 @@ async def dispatching_clusters(
     ]
     config = LocalConfig(
         clusters=[LocalCluster(name=n) for n in ("management", "worker-1", "worker-2")],
-        manager=LocalManager.model_validate({"workers": workers}),
+        manager=LocalManager.model_validate({"workers": workers, **extra}),
         control_plane=request.getfixturevalue("control_plane"),
     )
     clusters = LocalClusters(config, tmp_path / "state")

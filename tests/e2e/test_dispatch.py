@@ -267,15 +267,11 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
 
 
+@pytest.mark.parametrize("dispatching_clusters", [{"namespaces": ["team-a"]}], indirect=True)
 async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clusters: Clusters) -> None:
     from multiqueue.api.types import NAMESPACES
 
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config.model_copy(update={"namespaces": ["team-a"]})
-    await clusters.local.manager.stop()
-    clusters.local.manager = Manager(config)
-    await clusters.local.manager.start()
     management = clusters.client()
     await management.create(NAMESPACES, {"metadata": {"name": "team-a"}})
     await management.create(JOBS, managed("outside", "true"), "default")

@@ -28,7 +28,10 @@ def test_workers_given_as_names_or_as_entries_reach_the_managers_config(tmp_path
         "labels": {"gpu": "a100"},
         "capacity": {"maxJobs": 3, "resources": {"cpu": "8"}},
     }
-    clusters = _load(tmp_path, {"workers": ["worker-1", entry], "mirrorTTLSecondsAfterFinished": 60})
+    clusters = _load(
+        tmp_path,
+        {"workers": ["worker-1", entry], "mirrorTTLSecondsAfterFinished": 60, "namespaces": ["team-a"]},
+    )
     config = clusters.manager_config()
     plain, rich = config.workers
     assert (plain.name, plain.labels, plain.capacity.max_jobs, plain.capacity.resources) == (
@@ -39,7 +42,11 @@ def test_workers_given_as_names_or_as_entries_reach_the_managers_config(tmp_path
     )
     assert (rich.name, rich.labels) == ("worker-2", {"gpu": "a100"})
     assert (rich.capacity.max_jobs, rich.capacity.resources) == (3, {"cpu": "8"})
-    assert (rich.context, config.mirror_ttl_after_finished) == ("worker-2", 60.0)
+    assert (rich.context, config.mirror_ttl_after_finished, config.namespaces) == (
+        "worker-2",
+        60.0,
+        ["team-a"],
+    )
 
 
 @pytest.mark.parametrize(
