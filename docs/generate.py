@@ -7,6 +7,7 @@ drift from the code; without ``--check`` it rewrites them.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import types
 import typing
@@ -19,6 +20,7 @@ from pydantic_core import PydanticUndefined
 
 from multiqueue.dispatch.config import (
     Capacity,
+    ClientConfig,
     ClusterRef,
     LeaderElectionConfig,
     ManagerConfig,
@@ -35,6 +37,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     Capacity,
     WorkerSecretsConfig,
     LeaderElectionConfig,
+    ClientConfig,
 )
 
 
@@ -185,10 +188,82 @@ def _rows(entries: list[dict[str, object]], ids: bool) -> list[str]:
     return rows
 
 
+BENCH_RESULTS = HERE.parent / "tests" / "bench" / "results.json"
+SCALE_PREFIX = "dispatch_scale/"
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _scale_runs() -> dict[str, dict[str, typing.Any]]:
+    """The dispatch_scale runs of the results file, by their name without the prefix."""
+    results = json.loads(BENCH_RESULTS.read_text(encoding="utf-8")) if BENCH_RESULTS.exists() else {}
+    return {k.removeprefix(SCALE_PREFIX): v for k, v in sorted(results.items()) if k.startswith(SCALE_PREFIX)}
+
+
+def _chart(title: str, x_label: str, y_label: str, series: dict[str, list[tuple[float, float]]]) -> str:
+    """A line chart as SVG: one polyline per series, axes with five ticks, a legend."""
+    width, height, left, bottom, top, right = 720, 360, 70, 50, 30, 200
+    points = [pt for line in series.values() for pt in line] or [(0.0, 0.0)]
+    x_max = max(x for x, _ in points) or 1.0
+    y_max = max(y for _, y in points) or 1.0
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def at(x: float, y: float) -> str:
+        return f"{left + x / x_max * plot_w:.1f},{top + plot_h - y / y_max * plot_h:.1f}"
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="18" font-size="14">{title}</text>',
+        f'<polyline points="{at(0, y_max)} {at(0, 0)} {at(x_max, 0)}" fill="none" stroke="black"/>',
+        f'<text x="{left + plot_w / 2}" y="{height - 12}" text-anchor="middle">{x_label}</text>',
+        f'<text x="16" y="{top + plot_h / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {top + plot_h / 2})">{y_label}</text>',
+    ]
+    for i in range(6):
+        x, y = x_max * i / 5, y_max * i / 5
+        x_at, y_at = at(x, 0).split(","), at(0, y).split(",")
+        parts.append(f'<text x="{x_at[0]}" y="{top + plot_h + 16}" text-anchor="middle">{x:.3g}</text>')
+        parts.append(f'<text x="{left - 6}" y="{float(y_at[1]) + 4:.1f}" text-anchor="end">{y:.3g}</text>')
+    for n, (label, line) in enumerate(series.items()):
+        colour = COLOURS[n % len(COLOURS)]
+        path = " ".join(at(x, y) for x, y in line)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        y = top + 14 + 18 * n
+        parts.append(
+            f'<line x1="{width - right + 12}" y1="{y - 4}" x2="{width - right + 32}" y2="{y - 4}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+        )
+        parts.append(f'<text x="{width - right + 38}" y="{y}">{label}</text>')
+    return "\n".join([*parts, "</svg>", ""])
+
+
+def throughput_chart() -> str:
+    series = {
+        name: [(float(t), float(n)) for t, n in enumerate(run.get("completed_per_second") or [])]
+        for name, run in _scale_runs().items()
+    }
+    return _chart(
+        "Jobs finished per second", "seconds from the first create", "Jobs Complete per second", series
+    )
+
+
+def latency_chart() -> str:
+    series = {
+        name: sorted((float(ms), float(q)) for q, ms in (run.get("status_sync_cdf_ms") or {}).items())
+        for name, run in _scale_runs().items()
+    }
+    return _chart(
+        "Status sync latency, CDF", "ms from mirror Complete to user Job Complete", "percent of Jobs", series
+    )
+
+
 PAGES = {
     HERE / "reference" / "config.md": config_reference,
     HERE / "reference" / "metrics.md": metrics_reference,
     COMPATIBILITY: compatibility_page,
+    HERE / "performance" / "throughput.svg": throughput_chart,
+    HERE / "performance" / "status-sync-cdf.svg": latency_chart,
 }
 
 

@@ -85,6 +85,12 @@ METRICS: Final[dict[str, Family]] = {
         "1 while a worker is reachable and its cache in sync, else 0, with the reason; a refused worker Secret "
         "shows as 0 with the refusal's reason.",
     ),
+    "rest_client_requests_total": Family(
+        "counter",
+        ("code", "host", "method"),
+        "Requests the manager sent, by the status code of the answer (<error> when none came), the API server's "
+        "host and the HTTP method; client-go's family.",
+    ),
     "job_controller_job_syncs_total": Family(
         "counter",
         ("completion_mode", "result", "action"),
@@ -200,7 +206,17 @@ class Metrics:
             ]
             return found
 
+        def sent(_options: CallbackOptions) -> Iterable[Observation]:
+            totals: dict[tuple[str, str, str], int] = {}
+            for client in manager.clients():
+                host = client.credentials.server.split("://", 1)[-1].rstrip("/")
+                for (method, code), n in client.responses.items():
+                    totals[(code, host, method)] = totals.get((code, host, method), 0) + n
+            labels = ("code", "host", "method")
+            return [Observation(n, dict(zip(labels, key, strict=True))) for key, n in sorted(totals.items())]
+
         self._observe_counts("dispatcher", counted)
+        self._observe("rest_client_requests_total", sent)
         self._observe("multiqueue_managed_jobs", managed)
         self._observe("multiqueue_waiting_jobs", waiting)
         self._observe("multiqueue_cluster_active", active)

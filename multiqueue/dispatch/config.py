@@ -113,6 +113,20 @@ class WorkerSecretsConfig(BaseModel):
     )
 
 
+class ClientConfig(BaseModel):
+    """How fast the manager may talk to each cluster: every cluster (the management cluster and each worker) has a
+    token bucket of its own, shared by everything the manager sends it, so a busy worker never slows another."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    qps: Annotated[float, Field(gt=0)] = Field(
+        200.0, description="Requests per second to one cluster, sustained (client-go's QPS)."
+    )
+    burst: Annotated[int, Field(ge=1)] = Field(
+        400, description="Requests to one cluster that may go at once above that rate (client-go's Burst)."
+    )
+
+
 class LeaderElectionConfig(BaseModel):
     """Several replicas may run; only the holder of this Lease dispatches and runs the embedded controllers."""
 
@@ -201,6 +215,10 @@ class ManagerConfig(BaseModel):
         default_factory=lambda: LeaderElectionConfig.model_validate({}),
         alias="leaderElection",
         description="Leader election among replicas.",
+    )
+    client: ClientConfig = Field(
+        default_factory=lambda: ClientConfig.model_validate({}),
+        description="Client-side rate limits, per cluster.",
     )
 
     @field_validator("workers")

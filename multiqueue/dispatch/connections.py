@@ -11,7 +11,7 @@ from typing import Final
 
 from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.workers import WorkerPool, WorkerSettings
-from multiqueue.kube.client import KubeClient
+from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import Credentials
 from multiqueue.kube.informer import InformerFactory
 from multiqueue.kube.tasks import cancel_and_wait
@@ -31,7 +31,10 @@ class Connection:
 
 
 class WorkerConnections:
-    def __init__(self, pool: WorkerPool, ledger: Ledger, released: asyncio.Event) -> None:
+    def __init__(
+        self, pool: WorkerPool, ledger: Ledger, released: asyncio.Event, options: ClientOptions | None = None
+    ) -> None:
+        self.options = options
         self.pool = pool
         self.ledger = ledger
         self.released = released  # set when a Job stops holding a worker or a mirror goes
@@ -56,7 +59,7 @@ class WorkerConnections:
         retiring = self._retiring.pop(name, None)
         if retiring is not None:
             retiring.cancel()
-        client = KubeClient(credentials, name)
+        client = KubeClient(credentials, name, self.options)
         factory = InformerFactory(client)
         old = self.by_name.get(name)
         self.by_name[name] = Connection(client, factory, secret, fingerprint)

@@ -40,8 +40,10 @@ from multiqueue.kube.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "multiqueue-dispatcher"
-# A running mirror's status changes in bursts (pods start and end together): gather a burst into one write.
-STATUS_COALESCE: Final = 0.25
+# A running mirror's status changes in bursts (pods start and end together): gather a burst into one write. A
+# second, as the Job controller batches pod updates: a short Job then costs one status write, its last (a finished
+# mirror is synced at once, so how a Job ends is never held back).
+STATUS_COALESCE: Final = 1.0
 WORKER_SYNC_WAIT: Final = 10.0
 # Freed capacity on a worker: this many of the Jobs waiting for it are synced, best ranked first.
 NUDGE: Final = 16

@@ -147,11 +147,7 @@ class Executor:
         namespace = str(metadata(body).get("namespace"))
         async with self._talking_to(worker) as client:
             try:
-                with contextlib.suppress(AlreadyExists):
-                    await client.create(
-                        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-                    )
-                await client.create(adapter.resource, body, namespace)
+                await _create_in_namespace(client, adapter, body, namespace)
             except AlreadyExists as exc:
                 existing = await client.get(adapter.resource, _name(body), namespace)
                 self._rejected(key, worker, exc, labels_of(existing).get(ORIGIN_LABEL, ""))
@@ -184,6 +180,22 @@ class Executor:
                     propagation="Background",
                     preconditions={"uid": str(meta.get("uid"))},
                 )
+
+
+async def _create_in_namespace(client: KubeClient, adapter: GenericJob, body: Obj, namespace: str) -> None:
+    """Create ``body``; a worker without its namespace gets it first. Only the first mirror of a namespace costs
+    the extra requests: asking for the namespace before every create would double what dispatching sends."""
+    try:
+        await client.create(adapter.resource, body, namespace)
+        return
+    except NotFound as missing:
+        if missing.kind != "namespaces":
+            raise
+    with contextlib.suppress(AlreadyExists):
+        await client.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+    await client.create(adapter.resource, body, namespace)
 
 
 async def _or_stop(write: Any) -> None:

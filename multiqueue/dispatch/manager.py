@@ -11,9 +11,11 @@ import asyncio
 import logging
 import socket
 import uuid
+from typing import Final
 
 from opentelemetry.metrics import Meter
 
+from multiqueue import __version__
 from multiqueue.api.types import NAMESPACES, PRIORITY_CLASSES
 from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ManagerConfig
@@ -23,7 +25,7 @@ from multiqueue.dispatch.lossclock import LossClock
 from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.secretwatch import SecretWorkers
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of
-from multiqueue.kube.client import KubeClient
+from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.errors import AlreadyExists, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
@@ -32,6 +34,9 @@ from multiqueue.kube.leaderelection import LeaderElector, LeaderWork, LeaseTimin
 from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+# Servers log and count the manager's requests under this name, and name it as the field manager of its writes.
+USER_AGENT: Final = f"multiqueue-manager/{__version__}"
 
 
 class Manager:
@@ -57,6 +62,19 @@ class Manager:
         """Why a Secret made no worker, by Secret name."""
         return self.secrets.refused if self.secrets is not None else {}
 
+    @property
+    def client_options(self) -> ClientOptions:
+        """Every cluster's client: the config's rate limits (a bucket per cluster), and the manager's User-Agent."""
+        limits = self.config.client
+        return ClientOptions(qps=limits.qps, burst=limits.burst, user_agent=USER_AGENT)
+
+    def clients(self) -> list[KubeClient]:
+        """The manager's clients now: the management cluster's, then each worker's."""
+        found = [self.management] if self.management is not None else []
+        if self.connections is not None:
+            found += [c.client for c in self.connections.by_name.values()]
+        return found
+
     async def start(self) -> None:
         config = self.config
         credentials = await load_credentials(
@@ -64,7 +82,7 @@ class Manager:
             config.management.context,
             allow_insecure=config.management.allow_insecure,
         )
-        self.management = management = KubeClient(credentials, "management")
+        self.management = management = KubeClient(credentials, "management", self.client_options)
         for namespace in dict.fromkeys([config.namespace, config.lease_namespace]):
             await _ensure_namespace(management, namespace)
         self.management_factory = factory = InformerFactory(management)
@@ -85,7 +103,9 @@ class Manager:
             priorities=factory.informer(PRIORITY_CLASSES),
             meter=self.meter,
         )
-        self.connections = WorkerConnections(dispatcher.pool, dispatcher.ledger, dispatcher.released)
+        self.connections = WorkerConnections(
+            dispatcher.pool, dispatcher.ledger, dispatcher.released, self.client_options
+        )
         for worker in config.workers:
             worker_credentials = await load_credentials(
                 worker.kubeconfig, worker.context, allow_insecure=worker.allow_insecure

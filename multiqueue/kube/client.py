@@ -28,6 +28,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from multiqueue import __version__
 from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
@@ -49,6 +50,8 @@ class ClientOptions:
     watch_read_timeout: float = 120.0
     max_attempts: int = 6
     max_retry_delay: float = 60.0
+    # Who the requests come from, as servers log and count them (and name the field manager of writes after).
+    user_agent: str = f"multiqueue/{__version__}"
 
 
 class RateLimiter:
@@ -100,11 +103,14 @@ class KubeClient:
         self.options = options or ClientOptions()
         self.limiter = RateLimiter(self.options.qps, self.options.burst)
         self.requests: collections.Counter[str] = collections.Counter()  # by verb, for benchmarks and tests
+        # Answers by (HTTP method, status code or "<error>" when none came), as client-go's rest_client_requests_total.
+        self.responses: collections.Counter[tuple[str, str]] = collections.Counter()
         connector = aiohttp.TCPConnector(limit=100, ssl=credentials.ssl)
         self._session = aiohttp.ClientSession(
             base_url=credentials.server,
             connector=connector,
             json_serialize=_dumps,
+            headers={"User-Agent": self.options.user_agent},
             timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
         )
 
@@ -232,6 +238,11 @@ class KubeClient:
             body["gracePeriodSeconds"] = grace_period_seconds
         return await self._json("DELETE", resource.path(namespace, name), json_body=body)  # type: ignore[no-any-return]
 
+    async def get_raw(self, path: str) -> Any:
+        """A path outside the resource API (``/metrics``, ``/version``), as ``kubectl get --raw``: parsed JSON, or
+        the text."""
+        return await self._json("GET", path)
+
     async def probe(self, deadline: float) -> None:
         """Ask ``/readyz`` once, with no retries: whether the server answers within ``deadline`` seconds."""
         try:
@@ -303,15 +314,20 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.options.request_timeout, sock_read=read_timeout
         )
+        answered = False
         try:
             async with self._session.get(
                 path, params=params, headers=await self.credentials.auth_headers(), timeout=timeout
             ) as response:
+                answered = True
+                self.responses[("GET", str(response.status))] += 1
                 if response.status >= 400:
                     raise error_for(response.status, await _status_body(response))
                 async for line in response.content:
                     yield line
         except (aiohttp.ClientError, TimeoutError) as exc:
+            if not answered:
+                self.responses[("GET", "<error>")] += 1
             raise TransportError(f"{what} on {self.name}: {unanswered(exc)}") from exc
         except RuntimeError as exc:
             if not self._session.closed:
@@ -373,10 +389,13 @@ class KubeClient:
                 **(await self.credentials.auth_headers(force_refresh=refreshed)),
                 **(headers or {}),
             }
+            answered = False
             try:
                 async with self._session.request(
                     method, path, params=params, json=json_body, headers=all_headers
                 ) as response:
+                    answered = True
+                    self.responses[(method, str(response.status))] += 1
                     if response.status == 401 and not refreshed and self.credentials._refreshable:
                         refreshed = True  # an expired exec/OIDC credential: refresh once and try again
                         continue
@@ -386,6 +405,8 @@ class KubeClient:
                         return await response.json(loads=json.loads)
                     return await response.text()
             except (aiohttp.ClientError, TimeoutError) as exc:
+                if not answered:
+                    self.responses[(method, "<error>")] += 1
                 raise TransportError(f"{method} {path} on {self.name}: {unanswered(exc)}") from exc
             except RuntimeError as exc:
                 if not self._session.closed:

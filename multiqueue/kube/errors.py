@@ -33,6 +33,12 @@ class ApiError(KubeError):
         return str(self.status.get("message", ""))
 
     @property
+    def kind(self) -> str:
+        """The resource the error is about (the Status details' kind, such as "namespaces"), if it says."""
+        details = self.status.get("details")
+        return str(details.get("kind") or "") if isinstance(details, dict) else ""
+
+    @property
     def causes(self) -> list[dict[str, Any]]:
         details = self.status.get("details")
         causes = details.get("causes") if isinstance(details, dict) else None

@@ -7,6 +7,7 @@ error, Tables for ``kubectl get``, newline-delimited watch events with bookmarks
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
@@ -23,7 +24,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from multiqueue.api import errors, godecode, listoptions, managedfields
-from multiqueue.api.meta import metadata, path_segment_name_errors
+from multiqueue.api.meta import as_dict, metadata, path_segment_name_errors
 from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver import (
@@ -71,6 +72,8 @@ JSON_TYPES: Final = (
     "application/json, application/json-patch+json, application/merge-patch+json, "
     "application/strategic-merge-patch+json"
 )
+# How many encoded watch events are kept for the other watches of their resource to send.
+ENCODED_EVENTS: Final = 4096
 MetricLabels = tuple[str, str, str, str]
 METRIC_LABELS: Final = web.RequestKey[MetricLabels]("metric_labels")
 USER: Final = web.RequestKey[Obj]("user")  # who the request authenticated as (its userInfo)
@@ -132,6 +135,8 @@ class ApiServer:
         self.metrics = RequestMetrics()
         self._backend: Backend | None = None  # from start() on
         self._authenticator: Authenticator | None = None  # from start() on
+        # The latest watch events as encoded: every watch of a resource sends the same bytes for an event.
+        self._lines: collections.OrderedDict[tuple[str, ...], bytes] = collections.OrderedDict()
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         # Handlers still running after their request timed out (504).
@@ -615,6 +620,18 @@ class ApiServer:
         twice that, as upstream spreads its watches' reconnections."""
         return self.config.min_request_timeout * (1.0 + random.random())
 
+    def _event_line(self, rtype: ResourceType, kind: str, obj: Obj) -> bytes:
+        """A watch event as sent, encoded once for every watch that sends it (they share the object committed)."""
+        meta = as_dict(obj.get("metadata"))
+        key = (rtype.key, rtype.api_version, kind, str(meta.get("resourceVersion")), str(meta.get("uid")))
+        line = self._lines.get(key)
+        if line is None:
+            line = _line({"type": kind, "object": self.rest._present(rtype, obj)})
+            self._lines[key] = line
+            if len(self._lines) > ENCODED_EVENTS:
+                self._lines.popitem(last=False)
+        return line
+
     async def _watch(
         self, request: web.Request, rtype: ResourceType, namespace: str | None, name: str
     ) -> web.StreamResponse:
@@ -634,14 +651,25 @@ class ApiServer:
         include = _include_object(request)
         columns_sent = False
 
+        pending: list[bytes] = []
+
         async def send(kind: str, obj: Obj) -> None:
             nonlocal columns_sent
-            if kind != "BOOKMARK":
-                obj = self.rest._present(rtype, obj)
-                if as_table:
-                    obj = tables.table(rtype, [obj], self.clock(), include, headers=not columns_sent)
-                    columns_sent = True
-            await _send(response, {"type": kind, "object": obj})
+            if as_table and kind != "BOOKMARK":
+                obj = tables.table(
+                    rtype, [self.rest._present(rtype, obj)], self.clock(), include, headers=not columns_sent
+                )
+                columns_sent = True
+                pending.append(_line({"type": kind, "object": obj}))
+            elif kind == "BOOKMARK":
+                pending.append(_line({"type": kind, "object": obj}))
+            else:
+                pending.append(self._event_line(rtype, kind, obj))
+
+        async def flush() -> None:
+            if pending:
+                await response.write(b"".join(pending))
+                pending.clear()
 
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
@@ -654,6 +682,7 @@ class ApiServer:
             namespace,
             matches,
             send,
+            flush,
             options.allow_bookmarks,
             timeout,
             self.config.bookmark_interval,
@@ -669,9 +698,9 @@ class ApiServer:
             since = self.store.resource_version if initial or requested < 0 else requested
             await stream.run(since, initial)
         except ApiError as exc:
-            await _send(response, {"type": "ERROR", "object": exc.status})
+            await response.write(_line({"type": "ERROR", "object": exc.status}))
         except Expired as exc:
-            await _send(response, {"type": "ERROR", "object": errors.gone_status(str(exc))})
+            await response.write(_line({"type": "ERROR", "object": errors.gone_status(str(exc))}))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -695,8 +724,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
     )
 
 
-async def _send(response: web.StreamResponse, event: Obj) -> None:
-    await response.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+def _line(event: Obj) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
 
 def _verb(method: str, named: bool, watch: bool) -> str:

@@ -76,6 +76,13 @@ class Watcher:
         """The next event, or None once the watch has ended."""
         return await self._queue.get()
 
+    def ready(self, most: int = 512) -> list[Event | None]:
+        """The events queued now (at most ``most``), without waiting; None among them: the watch has ended."""
+        taken: list[Event | None] = []
+        while len(taken) < most and not self._queue.empty():
+            taken.append(self._queue.get_nowait())
+        return taken
+
     def close(self) -> None:
         self._cache._unsubscribe(self)
 

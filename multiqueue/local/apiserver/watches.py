@@ -11,6 +11,7 @@ and only once they can carry a resourceVersion newer than the watch started from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,7 @@ INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 PRE_TIMEOUT: Final = 2.0
 
 Send = Callable[[str, Obj], Awaitable[None]]
+Flush = Callable[[], Awaitable[None]]
 
 
 def next_bookmark(now: float, interval: float, deadline: float) -> float | None:
@@ -61,6 +63,8 @@ class WatchStream:
     namespace: str | None
     matches: Callable[[Obj], bool]
     send: Send
+    # Events sent together go out together: ``send`` may hold them until this is awaited, after each batch.
+    flush: Flush
     bookmarks: bool
     timeout: float
     interval: float
@@ -87,15 +91,21 @@ class WatchStream:
             latest = since  # every event of this resource up to here has been handled
             for missed in backlog:
                 latest = await self._handle(missed, latest)
+            await self.flush()
             due = next_bookmark(started, self.interval, deadline)
             while (now := time.monotonic()) < deadline:
                 wake = deadline if due is None else min(deadline, due)
-                try:
-                    event = await asyncio.wait_for(watcher.next(), max(0.0, wake - now))
-                except TimeoutError:
-                    pass
-                else:
+                # What is queued already goes out in one write; only an empty queue is waited on.
+                batch = watcher.ready()
+                if not batch:
+                    with contextlib.suppress(TimeoutError):
+                        batch = [
+                            await asyncio.wait_for(watcher.next(), max(0.0, wake - now)),
+                            *watcher.ready(),
+                        ]
+                for event in batch:
                     if event is None:
+                        await self.flush()
                         return  # the store is closing
                     latest = await self._handle(event, latest)
                 if due is not None and time.monotonic() >= due:
@@ -104,6 +114,7 @@ class WatchStream:
                     if self.bookmarks and rv > since:
                         await self.send("BOOKMARK", self.bookmark(rv))
                     due = next_bookmark(time.monotonic(), self.interval, deadline)
+                await self.flush()
         finally:
             watcher.close()
 

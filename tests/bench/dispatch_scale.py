@@ -1,0 +1,380 @@
+"""The dispatcher at scale, deployed as it runs for real: every cluster a ``multiqueue local up`` process of its own
+(workers simulate 0 s pods), the manager a ``multiqueue manager`` process, the load from this one.
+
+One run: the raw create rate of the same servers first (Jobs no controller acts on, created as fast as the bench can
+send them), then N Jobs submitted at once to the management cluster and followed until each is Complete there and
+its mirror and finalizer are gone (``mirrorTTLSecondsAfterFinished: 0``, so cleanup falls inside the run and its
+requests are counted). Figures: Jobs/s, dispatch/create ratio, status-sync latency (mirror Complete on the worker ->
+user Job Complete) with its CDF, Jobs finished per second over time, the manager's CPU seconds, RSS per tracked Job,
+and the manager's own requests per Job from its ``rest_client_requests_total`` (by host: management, workers),
+Events apart.
+
+Run: ``python -m tests.bench.dispatch_scale [--jobs N] [--workers W] [--control-plane embedded|upstream]``; the
+figures go to tests/bench/results.json under ``dispatch_scale/<control plane>/<N> jobs/<W> workers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from multiqueue.api import jobs
+from multiqueue.api.types import EVENTS, JOBS, NAMESPACES
+from multiqueue.kube.client import ClientOptions, KubeClient
+from tests.bench.common import percentile, record, summary_ms
+
+MANAGED_BY = "multiqueue.dev/dispatcher"
+FINALIZER = "dispatch.multiqueue.dev/multiqueue"
+# The bench's own client must never be what limits the run.
+UNLIMITED = ClientOptions(qps=0, burst=1, request_timeout=120.0)
+SENDERS = 64  # creates in flight at once
+
+
+def job(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "managedBy": managed_by,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+            },
+        },
+    }
+
+
+@dataclass
+class Process:
+    """A multiqueue command of the run, and the line it printed when it was ready."""
+
+    process: asyncio.subprocess.Process
+    ready: str
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_bytes(self) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        return int(found.group(1)) * 1024 if found else 0
+
+
+async def start(args: list[str], ready: str, log: Path, within: float) -> Process:
+    """A multiqueue command, once it prints ``ready``; its output is read on so a full pipe never blocks it."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "multiqueue", *args, stdout=asyncio.subprocess.PIPE, stderr=log.open("ab")
+    )
+    assert process.stdout is not None
+    async with asyncio.timeout(within):
+        while True:
+            line = (await process.stdout.readline()).decode()
+            if not line:
+                raise RuntimeError(f"multiqueue {' '.join(args)} exited; see {log}")
+            if ready in line:
+                break
+    asyncio.get_running_loop().create_task(process.stdout.read())
+    return Process(process, line)
+
+
+@dataclass
+class Run:
+    """What the watches saw: when each Job finished on the management cluster and on its worker, and when it was
+    all gone (finalizer off the user's Job, mirror deleted)."""
+
+    names: set[str]
+    user_done: dict[str, float] = field(default_factory=dict)
+    mirror_done: dict[str, float] = field(default_factory=dict)
+    released: set[str] = field(default_factory=set)
+    mirrors_gone: set[str] = field(default_factory=set)
+    all_complete: asyncio.Event = field(default_factory=asyncio.Event)
+    all_gone: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def check(self) -> None:
+        if len(self.user_done) == len(self.names):
+            self.all_complete.set()
+        if len(self.released) == len(self.mirrors_gone) == len(self.names):
+            self.all_gone.set()
+
+
+async def events(client: KubeClient, version: str) -> AsyncIterator[dict[str, Any]]:
+    """The default namespace's Job events from ``version`` on."""
+    while True:
+        async for event in client.watch(JOBS, "default", resource_version=version, timeout_seconds=300):
+            version = event["object"]["metadata"]["resourceVersion"]
+            if event["type"] != "BOOKMARK":
+                yield event
+
+
+async def follow_users(client: KubeClient, version: str, run: Run) -> None:
+    async for event in events(client, version):
+        obj, name = event["object"], event["object"]["metadata"]["name"]
+        if name not in run.names:
+            continue
+        if name not in run.user_done and jobs.is_complete(obj):
+            run.user_done[name] = time.perf_counter()
+            run.check()
+        if name in run.user_done and FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            run.released.add(name)
+            run.check()
+
+
+async def follow_mirrors(client: KubeClient, version: str, run: Run) -> None:
+    async for event in events(client, version):
+        obj, name = event["object"], event["object"]["metadata"]["name"]
+        if name not in run.names:
+            continue
+        if name not in run.mirror_done and jobs.is_complete(obj):
+            run.mirror_done[name] = time.perf_counter()
+        if event["type"] == "DELETED":
+            run.mirrors_gone.add(name)
+            run.check()
+
+
+async def create_all(client: KubeClient, bodies: list[dict[str, Any]], namespace: str) -> float:
+    """Create every body with SENDERS requests in flight; the seconds it took."""
+    queue = iter(bodies)
+
+    async def sender() -> None:
+        for body in queue:
+            await client.create(JOBS, body, namespace)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(sender() for _ in range(SENDERS)))
+    return time.perf_counter() - began
+
+
+async def manager_requests(url: str) -> dict[tuple[str, str, str], int]:
+    """The manager's rest_client_requests_total: (code, host, method) -> count."""
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    found: dict[tuple[str, str, str], int] = {}
+    for line in text.splitlines():
+        if line.startswith("rest_client_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            found[(labels["code"], labels["host"], labels["method"])] = int(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+async def served(client: KubeClient) -> dict[str, int]:
+    """A cluster's apiserver_request_total by "verb resource[/subresource]", every client's requests together."""
+    text = await client.get_raw("/metrics")
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            what = f"{labels['verb']} {labels['resource']}" + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            found[what] = found.get(what, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def server_of(kubeconfig: Path) -> str:
+    config = yaml.safe_load(kubeconfig.read_text())
+    return str(config["clusters"][0]["cluster"]["server"]).split("://", 1)[-1].rstrip("/")
+
+
+async def connect(kubeconfig: Path, context: str) -> KubeClient:
+    return await KubeClient.connect(kubeconfig, context, context, UNLIMITED)
+
+
+async def events_posted(client: KubeClient) -> int:
+    found, _ = await client.list(EVENTS, "default", field_selector="reportingComponent=multiqueue-dispatcher")
+    return len(found)
+
+
+def per_second(stamps: list[float], start: float) -> list[int]:
+    """How many of ``stamps`` fall in each second from ``start``."""
+    if not stamps:
+        return []
+    counts = [0] * (int(max(stamps) - start) + 1)
+    for stamp in stamps:
+        counts[int(stamp - start)] += 1
+    return counts
+
+
+async def profile(
+    processes: dict[str, Process], folder: Path, raw: bool = False
+) -> list[asyncio.subprocess.Process]:
+    """py-spy recording each process: a flame graph per process (``raw``: collapsed stacks, one per line, to read
+    as text), written when the recorder is stopped with SIGINT."""
+    await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+    recorders = []
+    for name, started in processes.items():
+        command = ["py-spy", "record", "--pid", str(started.process.pid), "--rate", "50", "--nonblocking"]
+        output = (
+            ["--format", "raw", "--output", str(folder / f"{name}.txt")]
+            if raw
+            else ["--output", str(folder / f"{name}.svg")]
+        )
+        recorders.append(
+            await asyncio.create_subprocess_exec(*command, *output, stdout=asyncio.subprocess.DEVNULL)
+        )
+    return recorders
+
+
+async def main(
+    jobs_total: int, workers: int, control_plane: str, flames: Path | None = None, raw: bool = False
+) -> None:
+    base = Path(tempfile.mkdtemp(prefix="mq-bench-scale-"))
+    names = [f"worker-{i}" for i in range(1, workers + 1)]
+    within = 300.0 if control_plane == "upstream" else 60.0
+    processes: dict[str, Process] = {}
+    clients: dict[str, KubeClient] = {}
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for name in ["management", *names]:
+            kubelet = "none" if name == "management" else "simulate"
+            cluster = {"name": name, "kubelet": kubelet, "capacityPods": max(110, 2 * jobs_total)}
+            local = base / f"{name}.yaml"
+            local.write_text(yaml.safe_dump({"clusters": [cluster], "controlPlane": control_plane}))
+            processes[name] = await start(
+                ["local", "up", "--config", str(local), "--state-dir", str(base / name)],
+                "local clusters are up",
+                base / f"{name}.log",
+                within,
+            )
+        kubeconfigs = {n: base / n / "kubeconfig" for n in ["management", *names]}
+        manager_config = {
+            "management": {"kubeconfig": str(kubeconfigs["management"]), "context": "management"},
+            "workers": [{"name": w, "kubeconfig": str(kubeconfigs[w]), "context": w} for w in names],
+            "workerSecrets": {"enabled": False},
+            "metricsAddress": "127.0.0.1:0",
+            "mirrorTTLSecondsAfterFinished": 0,
+        }
+        (base / "manager.yaml").write_text(yaml.safe_dump(manager_config))
+        processes["manager"] = manager = await start(
+            ["manager", "--config", str(base / "manager.yaml")], "dispatching", base / "manager.log", within
+        )
+        metrics_url = manager.ready.strip().rsplit(" ", 1)[-1]
+        for name, path in kubeconfigs.items():
+            clients[name] = await connect(path, name)
+
+        # The raw create rate of the same kind of server: Jobs no controller acts on, in a namespace of their own
+        # on a worker (whose Jobs the manager does not cache unless they are its mirrors).
+        raw_jobs = min(jobs_total, 2000)
+        await clients[names[0]].create(NAMESPACES, {"metadata": {"name": "raw"}})
+        raw_seconds = await create_all(
+            clients[names[0]], [job(f"raw-{i}", "example.com/nobody") for i in range(raw_jobs)], "raw"
+        )
+
+        run = Run({f"bench-{i}" for i in range(jobs_total)})
+        # Each watch starts from a list made before the first create, so it misses nothing.
+        versions = {n: (await clients[n].list(JOBS, "default"))[1] for n in ["management", *names]}
+        tasks.append(asyncio.create_task(follow_users(clients["management"], versions["management"], run)))
+        tasks += [asyncio.create_task(follow_mirrors(clients[w], versions[w], run)) for w in names]
+        requests_before = await manager_requests(metrics_url)
+        cpu_before, rss_before = manager.cpu_seconds(), manager.rss_bytes()
+        cpu_of_clusters = {n: p.cpu_seconds() for n, p in processes.items()}
+        served_before = {n: await served(clients[n]) for n in ["management", names[0]]}
+        recorders = await profile(processes, flames, raw) if flames is not None else []
+        started = time.perf_counter()
+        await create_all(clients["management"], [job(n) for n in sorted(run.names)], "default")
+        async with asyncio.timeout(max(900.0, jobs_total / 5)):
+            await run.all_complete.wait()
+            elapsed = time.perf_counter() - started
+            rss_tracking = manager.rss_bytes()
+            await run.all_gone.wait()
+        cpu = manager.cpu_seconds() - cpu_before
+        cpu_of_clusters = {n: round(p.cpu_seconds() - cpu_of_clusters[n], 2) for n, p in processes.items()}
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)
+            await recorder.wait()
+        requests_after = await manager_requests(metrics_url)
+        posted = await events_posted(clients["management"])
+        served_after = {n: await served(clients[n]) for n in served_before}
+    finally:
+        for task in tasks:
+            task.cancel()
+        for client in clients.values():
+            await client.close()
+        for process in processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.process.send_signal(signal.SIGTERM)
+        for process in processes.values():
+            await process.process.wait()
+
+    management_host = server_of(kubeconfigs["management"])
+    sent = {k: requests_after.get(k, 0) - requests_before.get(k, 0) for k in requests_after}
+    on_management = sum(n for (_, host, _), n in sent.items() if host == management_host)
+    on_workers = sum(n for (_, host, _), n in sent.items() if host != management_host)
+    by_method: dict[str, int] = {}
+    for (code, host, method), n in sent.items():
+        where = "management" if host == management_host else "workers"
+        by_method[f"{where} {method} {code}"] = by_method.get(f"{where} {method} {code}", 0) + n
+    delays = [run.user_done[n] - run.mirror_done[n] for n in run.user_done if n in run.mirror_done]
+    dispatch_rate = jobs_total / elapsed
+    create_rate = raw_jobs / raw_seconds
+    record(
+        f"dispatch_scale/{control_plane}/{jobs_total} jobs/{workers} workers",
+        {
+            "control_plane": control_plane,
+            "jobs": jobs_total,
+            "workers": workers,
+            "raw_creates_per_s": round(create_rate, 1),
+            "jobs_per_s": round(dispatch_rate, 1),
+            "dispatch_to_create_ratio": round(dispatch_rate / create_rate, 3),
+            "seconds_to_all_complete": round(elapsed, 2),
+            "status_sync_latency": summary_ms(delays),
+            "status_sync_cdf_ms": {q: round(percentile(delays, q) * 1000, 1) for q in range(0, 101, 5)},
+            "completed_per_second": per_second(list(run.user_done.values()), started),
+            "manager_cpu_seconds": round(cpu, 2),
+            "cpu_seconds_by_process": cpu_of_clusters,
+            "manager_rss_mb_tracking": round(rss_tracking / 2**20, 1),
+            "manager_rss_kb_per_job": round((rss_tracking - rss_before) / 1024 / jobs_total, 2),
+            "manager_requests_per_job": round((on_management + on_workers - posted) / jobs_total, 2),
+            "manager_requests_per_job_management": round((on_management - posted) / jobs_total, 2),
+            "manager_requests_per_job_workers": round(on_workers / jobs_total, 2),
+            "manager_events_per_job": round(posted / jobs_total, 2),
+            "manager_requests_by_method": dict(sorted(by_method.items())),
+            # Every client's requests per Job, as the server counts them: the management cluster, and one worker
+            # (its share of the Jobs).
+            "served_per_job": {
+                n: {
+                    what: round(
+                        (count - served_before[n].get(what, 0))
+                        / (jobs_total if n == "management" else jobs_total / workers),
+                        2,
+                    )
+                    for what, count in sorted(served_after[n].items())
+                    if count > served_before[n].get(what, 0)
+                }
+                for n in served_after
+            },
+            "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
+            "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
+        },
+    )
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.dispatch_scale")
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--control-plane", choices=("embedded", "upstream"), default="embedded")
+    parser.add_argument(
+        "--flames", type=Path, help="write a py-spy flame graph of each process to this folder"
+    )
+    parser.add_argument("--raw", action="store_true", help="with --flames: collapsed stacks as text, not SVG")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    options = arguments()
+    asyncio.run(main(options.jobs, options.workers, options.control_plane, options.flames, options.raw))
