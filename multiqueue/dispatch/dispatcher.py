@@ -211,7 +211,7 @@ class Dispatcher:
             self.queue.add(key)
         elif self.adapters[kind].is_finished(mirror):
             self.metrics.mirror_finished(key)
-            self.queue.add(key)
+            self.queue.add(key, first=True)  # its user is waiting to see the end: ahead of new Jobs to place
         else:
             self.queue.add_after(key, STATUS_COALESCE)
 

@@ -29,6 +29,7 @@ from tenacity import (
 )
 
 from multiqueue import __version__
+from multiqueue.api import fastjson
 from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
@@ -297,7 +298,7 @@ class KubeClient:
             if not line.strip():
                 continue
             try:
-                event = json.loads(line)
+                event = fastjson.loads(line)
             except ValueError as exc:
                 raise TransportError(f"{what} on {self.name}: {exc}") from exc
             if event.get("type") == "ERROR":
@@ -402,7 +403,7 @@ class KubeClient:
                     if response.status >= 400:
                         raise error_for(response.status, await _status_body(response))
                     if response.content_type == "application/json":
-                        return await response.json(loads=json.loads)
+                        return fastjson.loads(await response.read())
                     return await response.text()
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if not answered:
@@ -464,4 +465,4 @@ def _params(**values: Any) -> dict[str, str]:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+    return fastjson.dumps(obj).decode()

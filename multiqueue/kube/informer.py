@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable
 from typing import Final
 
+from multiqueue.api.managedfields import without_managed_fields
 from multiqueue.api.meta import key_of, metadata
 from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
@@ -80,6 +81,13 @@ class _Health:
         self.synced.set()
 
 
+# What an informer keeps of each object it is given.
+Transform = Callable[[Obj], Obj]
+# For caches whose readers never look at managedFields: they are often the bulk of an object, and an update sent
+# without them leaves the server's as they are.
+STRIP_MANAGED_FIELDS: Final[Transform] = without_managed_fields
+
+
 class Informer:
     def __init__(
         self,
@@ -90,8 +98,10 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         watch_timeout: int = 300,
+        transform: Transform | None = None,
     ) -> None:
         self.client = client
+        self.transform = transform
         self.selection = Selection(resource, namespace, label_selector, field_selector)
         self.watch_timeout = watch_timeout
         self._cache = Indexer()
@@ -238,6 +248,8 @@ class Informer:
     # --- store updates ---------------------------------------------------------------------------------------
 
     def _upsert(self, key: str, obj: Obj) -> None:
+        if self.transform is not None:
+            obj = self.transform(obj)
         old = self._cache.get(key)
         if old is not None and metadata(old).get("resourceVersion") == metadata(obj).get("resourceVersion"):
             return
@@ -267,8 +279,11 @@ class Informer:
 class InformerFactory:
     """One informer per (resource, namespace, selectors) on a cluster, shared by every controller that asks."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, transform: Transform | None = None) -> None:
+        """``transform``: what every informer of the factory keeps of an object (client-go's SetTransform), such
+        as :data:`STRIP_MANAGED_FIELDS`."""
         self.client = client
+        self.transform = transform
         self._informers: dict[Selection, Informer] = {}
 
     def informer(
@@ -282,7 +297,12 @@ class InformerFactory:
         key = Selection(resource, namespace, label_selector, field_selector)
         if key not in self._informers:
             self._informers[key] = Informer(
-                self.client, resource, namespace, label_selector=label_selector, field_selector=field_selector
+                self.client,
+                resource,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                transform=self.transform,
             )
         return self._informers[key]
 

@@ -5,6 +5,8 @@
   that worker is done, so no change is ever missed and no two workers race on one object.
 - A key scheduled for later (``add_after``) waits there once: a second ``add_after`` can only bring it earlier,
   as client-go's delaying queue does, so a burst of changes coalesced through ``add_after`` is handled once.
+- ``add(key, first=True)`` puts a key ahead of those added without it (a change someone is waiting to see, such as
+  a Job's end, need not wait behind a backlog of new work); each group keeps its own order.
 - Failed keys come back after a per-key exponential back-off (5 ms doubling to 1000 s); success forgets it
   (:class:`multiqueue.kube.ratelimit.ExponentialBackoff`).
 
@@ -98,6 +100,10 @@ class WorkQueue(Generic[K]):
         self.name = name
         self._backoff: ExponentialBackoff[K] = ExponentialBackoff(base_delay, max_delay)
         self._queue: collections.deque[K] = collections.deque()
+        # Keys added with first=True, handed out before the queue; a key may also still have an entry in the queue,
+        # which is skipped when it comes up (the key was handed out, or is being worked on).
+        self._first: collections.deque[K] = collections.deque()
+        self._ahead: set[K] = set()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delays: _Delays[K] = _Delays(self._add_due)
@@ -107,12 +113,13 @@ class WorkQueue(Generic[K]):
         self._idle.set()
 
     def __len__(self) -> int:
-        return len(self._queue)
+        """Keys waiting to be handed out (not those in progress, nor those scheduled for later)."""
+        return len(self._dirty - self._processing)
 
     @property
     def busy(self) -> bool:
         """Keys are queued, in progress or scheduled."""
-        return bool(self._queue or self._processing or self._delays)
+        return bool(self._dirty or self._processing or self._delays)
 
     async def join(self) -> None:
         """Wait until nothing is queued, in progress or scheduled."""
@@ -124,12 +131,20 @@ class WorkQueue(Generic[K]):
         else:
             self._idle.set()
 
-    def add(self, key: K) -> None:
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, first: bool = False) -> None:
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if first and key not in self._processing and key not in self._ahead:
+                self._ahead.add(key)
+                self._first.append(key)
+                self._wakeup.set()
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            if first:
+                self._ahead.add(key)
+            (self._first if first else self._queue).append(key)
             self._wakeup.set()
         self._note_state()
 
@@ -163,12 +178,20 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> K:
         """The next key to work on; raises :class:`ShutDown` once the queue is shut down and drained."""
-        while not self._queue:
-            if self._shutting_down:
-                raise ShutDown(self.name)
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        key = self._queue.popleft()
+        while True:
+            while not (self._first or self._queue):
+                if self._shutting_down:
+                    raise ShutDown(self.name)
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            if self._first:
+                key = self._first.popleft()
+                self._ahead.discard(key)
+            else:
+                key = self._queue.popleft()
+            if key in self._dirty and key not in self._processing:
+                break
+            self._note_state()  # an entry left behind by a key handed out from the other end
         self._processing.add(key)
         self._dirty.discard(key)
         return key
@@ -187,6 +210,8 @@ class WorkQueue(Generic[K]):
     def shut_down(self) -> None:
         self._shutting_down = True
         self._queue.clear()
+        self._first.clear()
+        self._ahead.clear()
         self._delays.clear()
         self._wakeup.set()
 

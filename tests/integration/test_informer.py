@@ -8,8 +8,8 @@ from typing import Any
 
 from multiqueue.api.meta import key_of
 from multiqueue.api.types import CONFIGMAPS
-from multiqueue.kube.client import KubeClient
-from multiqueue.kube.informer import Handlers, Informer, InformerFactory
+from multiqueue.kube.client import ClientOptions, KubeClient
+from multiqueue.kube.informer import STRIP_MANAGED_FIELDS, Handlers, Informer, InformerFactory
 from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.servers import server_config
@@ -115,3 +115,29 @@ async def test_factory_shares_one_informer_per_resource(apiserver: ApiServer) ->
         await factory.stop()
     finally:
         await client.close()
+
+
+async def test_a_cache_without_managed_fields_writes_back_without_losing_the_servers(
+    apiserver: ApiServer,
+) -> None:
+    """The manager's caches keep no managedFields; an update made from a cached object leaves the server's entries
+    as they were (here the creator's) and adds the writer's own."""
+    creator = await client_for(apiserver, options=ClientOptions(user_agent="creator/1"))
+    client = await client_for(apiserver, options=ClientOptions(user_agent="updater/1"))
+    factory = InformerFactory(client, STRIP_MANAGED_FIELDS)
+    informer = factory.informer(CONFIGMAPS, "default")
+    changes = Changes(informer)
+    try:
+        await creator.create(CONFIGMAPS, {"metadata": {"name": "kept"}, "data": {"a": "1"}}, "default")
+        factory.start()
+        await factory.wait_for_sync()
+        await changes.until(lambda: informer.get("default/kept") is not None)
+        cached = informer.get("default/kept")
+        assert cached is not None and "managedFields" not in cached["metadata"]
+        updated = await client.update(CONFIGMAPS, {**cached, "data": {"a": "1", "b": "2"}})
+        owners = {e["manager"]: set(e["fieldsV1"]["f:data"]) for e in updated["metadata"]["managedFields"]}
+        assert owners == {"creator": {".", "f:a"}, "updater": {"f:b"}}
+    finally:
+        await factory.stop()
+        await client.close()
+        await creator.close()

@@ -36,6 +36,44 @@ async def test_add_while_in_flight_is_requeued_after_done() -> None:
     assert await queue.get() == "a"
 
 
+@pytest.mark.parametrize(
+    ("adds", "handed_out"),
+    [
+        pytest.param([("a", False), ("b", False), ("c", True)], ["c", "a", "b"], id="first-goes-ahead"),
+        pytest.param([("a", True), ("b", False), ("c", True)], ["a", "c", "b"], id="firsts-keep-their-order"),
+        pytest.param([("a", False), ("b", False), ("b", True)], ["b", "a"], id="queued-key-moves-ahead-once"),
+        pytest.param([("a", True), ("a", True), ("a", False)], ["a"], id="one-entry-however-added"),
+    ],
+)
+async def test_keys_added_first_are_handed_out_first_and_once(
+    adds: list[tuple[str, bool]], handed_out: list[str]
+) -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    for key, first in adds:
+        queue.add(key, first=first)
+    assert len(queue) == len(handed_out)
+    got = [await queue.get() for _ in handed_out]
+    assert got == handed_out
+    assert len(queue) == 0
+    for key in got:
+        queue.done(key)
+    assert not queue.busy, "entries left behind are not work"
+
+
+async def test_a_key_in_flight_added_first_waits_for_its_worker() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    queue.add("b")
+    assert await queue.get() == "a"
+    queue.add("a", first=True)
+    assert await queue.get() == "b", "not handed to a second worker while the first has it"
+    queue.done("a")
+    assert await queue.get() == "a"
+    queue.done("a")
+    queue.done("b")
+    assert not queue.busy
+
+
 async def test_workers_never_run_one_key_concurrently_and_lose_no_add() -> None:
     queue: WorkQueue[int] = WorkQueue("t")
     running: set[int] = set()

@@ -10,7 +10,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import json
 import logging
 import random
 import re
@@ -23,7 +22,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors, godecode, listoptions, managedfields
+from multiqueue.api import errors, fastjson, godecode, listoptions, managedfields
 from multiqueue.api.meta import as_dict, metadata, path_segment_name_errors
 from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
@@ -384,7 +383,7 @@ class ApiServer:
             list(self.registry), legacy, request.headers.get("Accept", "")
         )
         return web.Response(
-            body=json.dumps(body, separators=(",", ":")).encode(),
+            body=fastjson.dumps(body),
             headers={"Content-Type": content_type, "Vary": "Accept"},
         )
 
@@ -719,13 +718,11 @@ def _page_not_found() -> web.Response:
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":")), status=status, content_type="application/json"
-    )
+    return web.Response(body=fastjson.dumps(body), status=status, content_type="application/json")
 
 
 def _line(event: Obj) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return fastjson.dumps(event) + b"\n"
 
 
 def _verb(method: str, named: bool, watch: bool) -> str:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from multiqueue.api import fastjson
 from multiqueue.api.meta import as_dict, metadata
 from multiqueue.api.types import Obj
 from multiqueue.local.apiserver.journal import Journal, ObjectKey, StoreClosed, Write
@@ -57,7 +57,7 @@ def _key(obj: Obj) -> ObjectKey:
 
 
 def _json(obj: Obj) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+    return fastjson.dumps(obj).decode()
 
 
 # The most JSON one object may take in the store: no more than a request may carry (--max-request-bytes), so a

@@ -1,0 +1,25 @@
+"""JSON on the wire and in the store, at orjson's speed: every request, watch event and stored write is encoded or
+decoded here, and the standard library's json costs several times as much CPU. Where orjson refuses what json
+takes (an integer beyond 64 bits, NaN), json does the work, so no input that worked before fails now."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON as UTF-8."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads(data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
