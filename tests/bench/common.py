@@ -32,15 +32,15 @@ def summary_ms(values: list[float]) -> dict[str, float]:
     }
 
 
-def record(name: str, figures: dict[str, Any]) -> None:
+def record(name: str, figures: dict[str, Any], path: Path = RESULTS) -> None:
     """Merge one benchmark's figures into the results file, stamped with when and where they were measured."""
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = json.loads(path.read_text()) if path.exists() else {}
     results[name] = {
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count()},
         **figures,
     }
-    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(json.dumps({name: results[name]}, indent=2))
 
 

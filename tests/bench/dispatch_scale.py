@@ -35,7 +35,7 @@ import yaml
 from multiqueue.api import jobs
 from multiqueue.api.types import EVENTS, JOBS, NAMESPACES
 from multiqueue.kube.client import ClientOptions, KubeClient
-from tests.bench.common import percentile, record, summary_ms
+from tests.bench.common import RESULTS, percentile, record, summary_ms
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
 FINALIZER = "dispatch.multiqueue.dev/multiqueue"
@@ -230,7 +230,12 @@ async def profile(
 
 
 async def main(
-    jobs_total: int, workers: int, control_plane: str, flames: Path | None = None, raw: bool = False
+    jobs_total: int,
+    workers: int,
+    control_plane: str,
+    flames: Path | None = None,
+    raw: bool = False,
+    results: Path = RESULTS,
 ) -> None:
     base = Path(tempfile.mkdtemp(prefix="mq-bench-scale-"))
     names = [f"worker-{i}" for i in range(1, workers + 1)]
@@ -360,6 +365,7 @@ async def main(
             "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
             "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
         },
+        results,
     )
 
 
@@ -372,9 +378,16 @@ def arguments() -> argparse.Namespace:
         "--flames", type=Path, help="write a py-spy flame graph of each process to this folder"
     )
     parser.add_argument("--raw", action="store_true", help="with --flames: collapsed stacks as text, not SVG")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="the results file (default: %(default)s)"
+    )
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     options = arguments()
-    asyncio.run(main(options.jobs, options.workers, options.control_plane, options.flames, options.raw))
+    asyncio.run(
+        main(
+            options.jobs, options.workers, options.control_plane, options.flames, options.raw, options.results
+        )
+    )

@@ -1,0 +1,42 @@
+"""The dispatch benchmark as docs/performance.md shows it, on a small burst: it runs every cluster and the manager
+in processes of their own, follows each Job to its end, and records what the page reports. The request counts it
+records are behaviour, not timing: one create and one delete per mirror on the workers, whatever the load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from tests.support.docblocks import shell_blocks
+from tests.support.processes import REPO
+
+JOBS = 24
+
+
+async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tmp_path: Path) -> None:
+    (block,) = shell_blocks("docs/performance.md", "## Running it")
+    (command,) = [line for line in block.splitlines() if "tests.bench.dispatch_scale" in line]
+    results = tmp_path / "results.json"
+    # As written, with a smaller burst and a results file of its own (argparse takes the last of a flag).
+    argv = [*shlex.split(command.split("#", 1)[0]), "--jobs", str(JOBS), "--results", str(results)]
+    assert argv[:3] == ["python3", "-m", "tests.bench.dispatch_scale"], command
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *argv[1:], cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    async with asyncio.timeout(240):
+        out, _ = await process.communicate()
+    assert process.returncode == 0, out.decode()[-3000:]
+    (name, run), *_ = json.loads(results.read_text()).items()
+    assert name == f"dispatch_scale/embedded/{JOBS} jobs/2 workers"
+    assert run["jobs"] == JOBS and sum(run["completed_per_second"]) == JOBS
+    assert run["jobs_per_s"] > 0 and run["raw_creates_per_s"] > 0
+    assert run["status_sync_cdf_ms"]["100"] >= run["status_sync_cdf_ms"]["50"] >= 0
+    sent = run["manager_requests_by_method"]
+    assert sent["workers POST 201"] == JOBS, "one create per mirror: its namespace is made only when missing"
+    assert sent["workers DELETE 200"] == JOBS, "one delete per mirror (mirrorTTLSecondsAfterFinished: 0)"
+    assert sent["management PATCH 200"] >= 2 * JOBS, "placed, then let go"
+    assert run["manager_events_per_job"] > 0
+    assert run["served_per_job"]["management"]["POST jobs"] == 1.0, "the bench's own creates, as the server saw them"
