@@ -24,7 +24,11 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
     argv = [*shlex.split(command.split("#", 1)[0]), "--jobs", str(JOBS), "--results", str(results)]
     assert argv[:3] == ["python3", "-m", "tests.bench.dispatch_scale"], command
     process = await asyncio.create_subprocess_exec(
-        sys.executable, *argv[1:], cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        sys.executable,
+        *argv[1:],
+        cwd=str(REPO),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     async with asyncio.timeout(240):
         out, _ = await process.communicate()
@@ -39,4 +43,6 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
     assert sent["workers DELETE 200"] == JOBS, "one delete per mirror (mirrorTTLSecondsAfterFinished: 0)"
     assert sent["management PATCH 200"] >= 2 * JOBS, "placed, then let go"
     assert run["manager_events_per_job"] > 0
-    assert run["served_per_job"]["management"]["POST jobs"] == 1.0, "the bench's own creates, as the server saw them"
+    assert run["served_per_job"]["management"]["POST jobs"] == 1.0, (
+        "the bench's own creates, as the server saw them"
+    )
