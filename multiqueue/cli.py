@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import copy
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -163,6 +164,11 @@ async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None
         print(f"multiqueue: error: cannot start local clusters: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"cannot start local clusters: a port of the config is taken ({exc.strerror}); choose another "
+                "port in the config (0 picks a free one), or stop what listens there"
+            ) from exc
         raise UsageError(f"cannot start local clusters: {exc}") from exc
     if not started:
         print("interrupted while starting; everything started is stopped again")

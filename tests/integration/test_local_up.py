@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -111,6 +112,26 @@ async def test_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1
     assert "clusters.0.name" in lines[0]
+
+
+async def test_a_port_in_use_is_one_line_naming_it_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "local.yaml"
+        config.write_text(f"clusters:\n  - name: management\n    port: {port}\n")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "multiqueue", "local", "up", "--config", str(config), "--state-dir", str(tmp_path / "s"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            _, err = await process.communicate()
+    assert process.returncode == 2
+    (line,) = err.decode().strip().splitlines()
+    assert str(port) in line and "a port of the config is taken" in line and "choose another port" in line, (
+        line
+    )
 
 
 async def test_the_managers_metrics_show_every_documented_family(tmp_path: Path) -> None:
