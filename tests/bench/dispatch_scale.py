@@ -185,6 +185,19 @@ async def served(client: KubeClient) -> dict[str, int]:
     return found
 
 
+async def settled(url: str) -> dict[tuple[str, str, str], int]:
+    """The manager's request counts once they stop moving: the watch that saw the last write can be ahead of the
+    manager counting the answer to it."""
+    last = await manager_requests(url)
+    async with asyncio.timeout(30):
+        while True:
+            await asyncio.sleep(0.5)
+            now = await manager_requests(url)
+            if now == last:
+                return now
+            last = now
+
+
 def server_of(kubeconfig: Path) -> str:
     config = yaml.safe_load(kubeconfig.read_text())
     return str(config["clusters"][0]["cluster"]["server"]).split("://", 1)[-1].rstrip("/")
@@ -297,11 +310,11 @@ async def main(
             rss_tracking = manager.rss_bytes()
             await run.all_gone.wait()
         cpu = manager.cpu_seconds() - cpu_before
+        requests_after = await settled(metrics_url)
         cpu_of_clusters = {n: round(p.cpu_seconds() - cpu_of_clusters[n], 2) for n, p in processes.items()}
         for recorder in recorders:
             recorder.send_signal(signal.SIGINT)
             await recorder.wait()
-        requests_after = await manager_requests(metrics_url)
         posted = await events_posted(clients["management"])
         served_after = {n: await served(clients[n]) for n in served_before}
     finally:
