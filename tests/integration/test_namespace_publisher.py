@@ -4,17 +4,14 @@ that is going gets nothing new."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from multiqueue.local.apiserver.server import ApiServer
-from multiqueue.local.apiserver.store import Event
 from tests.support.servers import server_config, tls_config
-
-WITHIN = 10.0
+from tests.support.waiting import until_stored
 
 
 @pytest.fixture
@@ -25,20 +22,6 @@ async def server(tmp_path: Path) -> AsyncIterator[ApiServer]:
         yield running
     finally:
         await running.stop()
-
-
-async def until(server: ApiServer, holds: Callable[[], bool]) -> None:
-    """Wait, on the store's own events, until ``holds()``."""
-    changed = asyncio.Event()
-
-    def saw(_: Event) -> None:
-        changed.set()
-
-    server.store.add_listener(saw)
-    async with asyncio.timeout(WITHIN):
-        while not holds():
-            changed.clear()
-            await changed.wait()
 
 
 def published(server: ApiServer, namespace: str) -> tuple[bool, str | None]:
@@ -54,7 +37,7 @@ async def test_a_new_namespace_gets_the_default_service_account_and_the_ca(
     assert namespaces is not None
     await server.rest.create(namespaces, "", {"metadata": {"name": "team-a"}})
     ca = (tmp_path / "ca.crt").read_text()
-    await until(server, lambda: published(server, "team-a") == (True, ca))
+    await until_stored(server, lambda: published(server, "team-a") == (True, ca))
     assert published(server, "default") == (True, ca), "the namespaces a cluster starts with have them too"
 
 
@@ -63,11 +46,13 @@ async def test_deleted_they_come_back_but_not_in_a_namespace_that_is_going(serve
     accounts = server.registry.lookup("", "v1", "serviceaccounts")
     assert namespaces is not None and accounts is not None
     await server.rest.create(namespaces, "", {"metadata": {"name": "team-b"}})
-    await until(server, lambda: published(server, "team-b")[0])
+    await until_stored(server, lambda: published(server, "team-b")[0])
     first = server.store.get("serviceaccounts", "team-b", "default")
     await server.rest.delete(accounts, "team-b", "default", {}, False)
-    await until(server, lambda: server.store.get("serviceaccounts", "team-b", "default") not in (None, first))
+    await until_stored(
+        server, lambda: server.store.get("serviceaccounts", "team-b", "default") not in (None, first)
+    )
 
     await server.rest.delete(namespaces, "", "team-b", {}, False)
-    await until(server, lambda: server.store.get("namespaces", "", "team-b") is None)
+    await until_stored(server, lambda: server.store.get("namespaces", "", "team-b") is None)
     assert published(server, "team-b") == (False, None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,10 @@ import aiohttp
 import pytest
 
 from multiqueue.local.apiserver.server import ApiServer
-from multiqueue.local.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Event, Store
+from multiqueue.local.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Store
 from tests.support.servers import server_config, tls_config
+from tests.support.waiting import until_stored
 
-WITHIN = 10.0
 Obj = dict[str, Any]
 NAMESPACE = "team-a"
 WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
@@ -40,20 +40,6 @@ async def session(tmp_path: Path, server: ApiServer) -> AsyncIterator[aiohttp.Cl
     ca = await asyncio.to_thread(ssl.create_default_context, cafile=str(tmp_path / "ca.crt"))
     async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=ca)) as client:
         yield client
-
-
-async def until(server: ApiServer, holds: Callable[[], bool]) -> None:
-    """Wait, on the store's own events, until ``holds()``."""
-    changed = asyncio.Event()
-
-    def saw(_: Event) -> None:
-        changed.set()
-
-    server.store.add_listener(saw)
-    async with asyncio.timeout(WITHIN):
-        while not holds():
-            changed.clear()
-            await changed.wait()
 
 
 async def call(
@@ -85,7 +71,7 @@ async def token_secret(server: ApiServer, session: aiohttp.ClientSession, accoun
         found = server.store.get("secrets", NAMESPACE, f"{account}-token")
         return bool(found and (found.get("data") or {}).get("token"))
 
-    await until(server, filled)
+    await until_stored(server, filled)
     found = server.store.get("secrets", NAMESPACE, f"{account}-token")
     assert found is not None
     return found
@@ -149,7 +135,7 @@ async def test_deleting_the_account_revokes_the_token_and_deletes_its_secret(
     assert status == 200
     status, _ = await call(session, token, "POST", WHOAMI, REVIEW)
     assert status == 401
-    await until(server, lambda: server.store.get("secrets", NAMESPACE, "runner-token") is None)
+    await until_stored(server, lambda: server.store.get("secrets", NAMESPACE, "runner-token") is None)
     # Re-created under the same name, the account is another one: the old token stays refused.
     await call(
         session,
@@ -174,7 +160,7 @@ async def test_a_token_secret_for_an_account_that_does_not_exist_is_deleted(
         session, server.config.token, "POST", f"/api/v1/namespaces/{NAMESPACE}/secrets", secret
     )
     assert status == 201
-    await until(server, lambda: server.store.get("secrets", NAMESPACE, "ghost-token") is None)
+    await until_stored(server, lambda: server.store.get("secrets", NAMESPACE, "ghost-token") is None)
 
 
 @pytest.mark.parametrize(

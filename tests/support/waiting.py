@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 
 from multiqueue.kube.informer import Handlers, Informer
+from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.local.apiserver.store import Event
 
 
 class Changes:
@@ -27,3 +29,17 @@ class Changes:
             while not predicate():
                 self.changed.clear()
                 await self.changed.wait()
+
+
+async def until_stored(server: ApiServer, holds: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait, on the store's own events, until ``holds()`` about what ``server`` stores."""
+    changed = asyncio.Event()
+
+    def saw(_: Event) -> None:
+        changed.set()
+
+    server.store.add_listener(saw)
+    async with asyncio.timeout(within):
+        while not holds():
+            changed.clear()
+            await changed.wait()
