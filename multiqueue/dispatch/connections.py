@@ -13,7 +13,7 @@ from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.workers import WorkerPool, WorkerSettings
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import Credentials
-from multiqueue.kube.informer import STRIP_MANAGED_FIELDS, InformerFactory
+from multiqueue.kube.informer import COMPACT, InformerFactory
 from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class WorkerConnections:
         if retiring is not None:
             retiring.cancel()
         client = KubeClient(credentials, name, self.options)
-        factory = InformerFactory(client, STRIP_MANAGED_FIELDS)
+        factory = InformerFactory(client, COMPACT)
         old = self.by_name.get(name)
         self.by_name[name] = Connection(client, factory, secret, fingerprint)
         self.pool.add(name, client, factory, settings)

@@ -29,7 +29,7 @@ from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.errors import AlreadyExists, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
-from multiqueue.kube.informer import STRIP_MANAGED_FIELDS, InformerFactory
+from multiqueue.kube.informer import COMPACT, InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaderWork, LeaseTimings
 from multiqueue.kube.tasks import cancel_and_wait
 
@@ -85,7 +85,7 @@ class Manager:
         self.management = management = KubeClient(credentials, "management", self.client_options)
         for namespace in dict.fromkeys([config.namespace, config.lease_namespace]):
             await _ensure_namespace(management, namespace)
-        self.management_factory = factory = InformerFactory(management, STRIP_MANAGED_FIELDS)
+        self.management_factory = factory = InformerFactory(management, COMPACT)
         recorder = EventRecorder(management, COMPONENT)
         self.dispatcher = dispatcher = Dispatcher(
             [ADAPTERS[kind]() for kind in config.kinds],

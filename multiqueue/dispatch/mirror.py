@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Final
 
+from multiqueue.api.compaction import compacted, without_nested_spec
 from multiqueue.api.meta import annotations_of, as_dict, as_list, labels_of, metadata, uid_of
 from multiqueue.api.types import Obj
 
@@ -116,6 +117,12 @@ def with_progress(body: Obj, progress: Obj) -> Obj:
     annotations = as_dict(metadata(marked).setdefault("annotations", {}))
     annotations[PROGRESS_ANNOTATION] = json.dumps(progress, sort_keys=True, separators=(",", ":"))
     return marked
+
+
+def cached_mirror(mirror: Obj) -> Obj:
+    """What the manager keeps of a mirror: metadata, status and the spec's scalars (``suspend``). The pod template
+    and the rest of the spec are the user's Job's, which the manager has anyway."""
+    return without_nested_spec(compacted(mirror))
 
 
 def pending_progress(mirror: Obj) -> Obj | None:

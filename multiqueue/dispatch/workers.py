@@ -20,7 +20,7 @@ from typing import Final, Protocol
 
 from multiqueue.api.types import Obj, Resource
 from multiqueue.dispatch.capacity import Ledger
-from multiqueue.dispatch.mirror import ORIGIN_LABEL
+from multiqueue.dispatch.mirror import ORIGIN_LABEL, cached_mirror
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Forbidden, KubeError, TransportError, Unauthorized
@@ -176,7 +176,9 @@ class WorkerPool:
             old.follower.cancel()
         mirrors = {}
         for resource in self.kinds:
-            informer = factory.informer(resource, label_selector=f"{ORIGIN_LABEL}={self.origin}")
+            informer = factory.informer(
+                resource, label_selector=f"{ORIGIN_LABEL}={self.origin}", transform=cached_mirror
+            )
             informer.add_handlers(self._mirror_handlers(resource.kind))
             mirrors[resource.kind] = informer
         worker = Worker(name, client, settings, mirrors, Slots(self.slot_count))

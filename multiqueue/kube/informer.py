@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 from typing import Final
 
-from multiqueue.api.managedfields import without_managed_fields
+from multiqueue.api.compaction import compacted
 from multiqueue.api.meta import key_of, metadata
 from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
@@ -83,9 +83,8 @@ class _Health:
 
 # What an informer keeps of each object it is given.
 Transform = Callable[[Obj], Obj]
-# For caches whose readers never look at managedFields: they are often the bulk of an object, and an update sent
-# without them leaves the server's as they are.
-STRIP_MANAGED_FIELDS: Final[Transform] = without_managed_fields
+# For caches that hold many objects and whose readers never look at managedFields.
+COMPACT: Final[Transform] = compacted
 
 
 class Informer:
@@ -281,7 +280,7 @@ class InformerFactory:
 
     def __init__(self, client: KubeClient, transform: Transform | None = None) -> None:
         """``transform``: what every informer of the factory keeps of an object (client-go's SetTransform), such
-        as :data:`STRIP_MANAGED_FIELDS`."""
+        as :data:`COMPACT`."""
         self.client = client
         self.transform = transform
         self._informers: dict[Selection, Informer] = {}
@@ -293,7 +292,9 @@ class InformerFactory:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        transform: Transform | None = None,
     ) -> Informer:
+        """``transform``, when given, replaces the factory's for this informer; the first caller's stays."""
         key = Selection(resource, namespace, label_selector, field_selector)
         if key not in self._informers:
             self._informers[key] = Informer(
@@ -302,7 +303,7 @@ class InformerFactory:
                 namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
-                transform=self.transform,
+                transform=transform or self.transform,
             )
         return self._informers[key]
 

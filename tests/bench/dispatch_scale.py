@@ -42,6 +42,7 @@ FINALIZER = "dispatch.multiqueue.dev/multiqueue"
 # The bench's own client must never be what limits the run.
 UNLIMITED = ClientOptions(qps=0, burst=1, request_timeout=120.0)
 SENDERS = 64  # creates in flight at once
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def job(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
@@ -288,10 +289,12 @@ async def main(
         # on a worker (whose Jobs the manager does not cache unless they are its mirrors).
         raw_jobs = min(jobs_total, 2000)
         await clients[names[0]].create(NAMESPACES, {"metadata": {"name": "raw"}})
+        raw_cpu_before = processes[names[0]].cpu_seconds()
         raw_seconds = await create_all(
             clients[names[0]], [job(f"raw-{i}", "example.com/nobody") for i in range(raw_jobs)], "raw"
         )
 
+        raw_server_cpu = processes[names[0]].cpu_seconds() - raw_cpu_before
         run = Run({f"bench-{i}" for i in range(jobs_total)})
         # Each watch starts from a list made before the first create, so it misses nothing.
         versions = {n: (await clients[n].list(JOBS, "default"))[1] for n in ["management", *names]}
@@ -337,6 +340,23 @@ async def main(
         where = "management" if host == management_host else "workers"
         by_method[f"{where} {method} {code}"] = by_method.get(f"{where} {method} {code}", 0) + n
     delays = [run.user_done[n] - run.mirror_done[n] for n in run.user_done if n in run.mirror_done]
+    # Every client's requests as the server counts them: per Job on the management cluster, per mirror on a
+    # worker (the mirrors it was given).
+    served = {
+        n: {w: c - served_before[n].get(w, 0) for w, c in served_after[n].items()} for n in served_after
+    }
+    served_per_job = {
+        n: {
+            what: round(count / (jobs_total if n == "management" else max(1, counts.get("POST jobs", 0))), 2)
+            for what, count in sorted(counts.items())
+            if count > 0
+        }
+        for n, counts in served.items()
+    }
+    # Writes every server takes for one Job: the management cluster's, and one worker's for each of its mirrors.
+    writes_per_job = sum(
+        n for counts in served_per_job.values() for what, n in counts.items() if what.split()[0] in WRITES
+    )
     dispatch_rate = jobs_total / elapsed
     create_rate = raw_jobs / raw_seconds
     record(
@@ -361,20 +381,12 @@ async def main(
             "manager_requests_per_job_workers": round(on_workers / jobs_total, 2),
             "manager_events_per_job": round(posted / jobs_total, 2),
             "manager_requests_by_method": dict(sorted(by_method.items())),
-            # Every client's requests per Job, as the server counts them: the management cluster, and one worker
-            # (its share of the Jobs).
-            "served_per_job": {
-                n: {
-                    what: round(
-                        (count - served_before[n].get(what, 0))
-                        / (jobs_total if n == "management" else jobs_total / workers),
-                        2,
-                    )
-                    for what, count in sorted(served_after[n].items())
-                    if count > served_before[n].get(what, 0)
-                }
-                for n in served_after
-            },
+            "served_per_job": served_per_job,
+            # What bounds the dispatch rate on a machine whose cores every process shares: CPU per Job, all
+            # processes together, against what one write costs the server (a raw create, measured above).
+            "cpu_ms_per_job_all_processes": round(sum(cpu_of_clusters.values()) / jobs_total * 1000, 2),
+            "raw_create_server_cpu_ms": round(raw_server_cpu / raw_jobs * 1000, 3),
+            "writes_per_job_all_servers": round(writes_per_job, 2),
             "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
             "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
         },

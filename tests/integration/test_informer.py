@@ -9,7 +9,7 @@ from typing import Any
 from multiqueue.api.meta import key_of
 from multiqueue.api.types import CONFIGMAPS
 from multiqueue.kube.client import ClientOptions, KubeClient
-from multiqueue.kube.informer import STRIP_MANAGED_FIELDS, Handlers, Informer, InformerFactory
+from multiqueue.kube.informer import COMPACT, Handlers, Informer, InformerFactory
 from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.servers import server_config
@@ -124,7 +124,7 @@ async def test_a_cache_without_managed_fields_writes_back_without_losing_the_ser
     as they were (here the creator's) and adds the writer's own."""
     creator = await client_for(apiserver, options=ClientOptions(user_agent="creator/1"))
     client = await client_for(apiserver, options=ClientOptions(user_agent="updater/1"))
-    factory = InformerFactory(client, STRIP_MANAGED_FIELDS)
+    factory = InformerFactory(client, COMPACT)
     informer = factory.informer(CONFIGMAPS, "default")
     changes = Changes(informer)
     try:
