@@ -342,7 +342,7 @@ async def main(
     delays = [run.user_done[n] - run.mirror_done[n] for n in run.user_done if n in run.mirror_done]
     # Every client's requests as the server counts them: per Job on the management cluster, per mirror on a
     # worker (the mirrors it was given).
-    served = {
+    counted = {
         n: {w: c - served_before[n].get(w, 0) for w, c in served_after[n].items()} for n in served_after
     }
     served_per_job = {
@@ -351,7 +351,7 @@ async def main(
             for what, count in sorted(counts.items())
             if count > 0
         }
-        for n, counts in served.items()
+        for n, counts in counted.items()
     }
     # Writes every server takes for one Job: the management cluster's, and one worker's for each of its mirrors.
     writes_per_job = sum(
