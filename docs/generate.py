@@ -22,6 +22,7 @@ from multiqueue.dispatch.config import (
     Capacity,
     ClientConfig,
     ClusterRef,
+    DashboardConfig,
     LeaderElectionConfig,
     ManagerConfig,
     WorkerConfig,
@@ -38,6 +39,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     WorkerSecretsConfig,
     LeaderElectionConfig,
     ClientConfig,
+    DashboardConfig,
 )
 
 

@@ -16,14 +16,15 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 
 from multiqueue import __version__, completion
 from multiqueue.api import manifests
+from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
@@ -174,6 +175,7 @@ async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None
         print("interrupted while starting; everything started is stopped again")
         return 130
     runner = None
+    board: dashboard.Dashboard | None = None
     try:
         kubeconfig = clusters.kubeconfig_path
         print(f"local clusters are up: {', '.join(f'{n} ({url})' for n, url in clusters.urls().items())}")
@@ -184,14 +186,29 @@ async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None
             controller = clusters.components[config.manager.management].job_controller
             if controller is not None:
                 metrics.observe_job_controller(controller)
-            runner, url = await telemetry.serve(clusters.manager, metrics, config.manager.metrics_address)
+            runner, url = await _listening(
+                "metrics",
+                "manager.metricsAddress",
+                config.manager.metrics_address,
+                telemetry.serve(clusters.manager, metrics, config.manager.metrics_address),
+            )
             print(f"  curl {url}/metrics")
+            board = await _listening(
+                "the dashboard",
+                "manager.dashboard.address",
+                config.manager.dashboard.address,
+                dashboard.serve(clusters.manager),
+            )
+            if board is not None:
+                print(f"  dashboard: {board.url}")
         others = [n for n in clusters.urls() if n != "management"]
         if others:
             print(f"  kubectl --context {others[0]} get jobs")
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
     finally:
+        if board is not None:
+            await board.stop()
         if runner is not None:
             await runner.cleanup()
         await clusters.stop()
@@ -317,25 +334,53 @@ async def _run_manager(config: ManagerConfig) -> int:
     for recorder in recorders:
         recorder.start()
     manager.management_factory.start()
-    runner, url = await telemetry.serve(manager, metrics, config.metrics_address)
-    targets = [w.name for w in config.workers]
-    if config.worker_secrets.enabled:
-        targets.append(f"the workers of Secrets labelled {CLUSTER_LABEL} in {config.namespace}")
-    print(
-        f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(targets)}; "
-        f"metrics on {url}/metrics",
-        flush=True,
-    )
+    runner = board = None
     try:
+        runner, url = await _listening(
+            "metrics",
+            "metricsAddress",
+            config.metrics_address,
+            telemetry.serve(manager, metrics, config.metrics_address),
+        )
+        targets = [w.name for w in config.workers]
+        if config.worker_secrets.enabled:
+            targets.append(f"the workers of Secrets labelled {CLUSTER_LABEL} in {config.namespace}")
+        print(
+            f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(targets)}; "
+            f"metrics on {url}/metrics",
+            flush=True,
+        )
+        board = await _listening(
+            "the dashboard", "dashboard.address", config.dashboard.address, dashboard.serve(manager)
+        )
+        if board is not None:
+            print(f"dashboard on {board.url}", flush=True)
         await stop.wait()
     finally:
-        await runner.cleanup()
+        if board is not None:
+            await board.stop()
+        if runner is not None:
+            await runner.cleanup()
         for recorder in recorders:
             await recorder.stop()
         await manager.stop()
         if tracing is not None:
             tracing.shutdown()
     return 0
+
+
+T = TypeVar("T")
+
+
+async def _listening(what: str, setting: str, address: str, serving: Awaitable[T]) -> T:
+    """``serving`` started, or one line naming the config setting whose address cannot be listened on."""
+    try:
+        return await serving
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve {what} on {address}: {exc.strerror or exc}; choose another {setting} in the config "
+            "(port 0 picks a free one), or stop what listens there"
+        ) from exc
 
 
 def _format_age(seconds: float) -> str:

@@ -127,6 +127,19 @@ class ClientConfig(BaseModel):
     )
 
 
+class DashboardConfig(BaseModel):
+    """A read-only web page of workers and Jobs, served by the manager. It is never open without a secret: the URL
+    the manager prints carries a token, which the browser trades for a session cookie."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = Field(False, description="Serve the dashboard.")
+    address: str = Field(
+        "127.0.0.1:8081",
+        description="host:port it listens on; loopback unless you mean to share it (port 0: any).",
+    )
+
+
 class LeaderElectionConfig(BaseModel):
     """Several replicas may run; only the holder of this Lease dispatches and runs the embedded controllers."""
 
@@ -210,6 +223,10 @@ class ManagerConfig(BaseModel):
     )
     metrics_address: str = Field(
         "127.0.0.1:8080", alias="metricsAddress", description="host:port of /healthz, /readyz and /metrics."
+    )
+    dashboard: DashboardConfig = Field(
+        default_factory=lambda: DashboardConfig.model_validate({}),
+        description="The web dashboard.",
     )
     leader_election: LeaderElectionConfig = Field(
         default_factory=lambda: LeaderElectionConfig.model_validate({}),

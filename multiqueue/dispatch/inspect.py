@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -139,7 +139,7 @@ def _why(adapter: GenericJob, job: Obj, latest: dict[str, Obj]) -> tuple[str, st
     return str(event.get("reason") or "-"), str(event.get("message") or "")
 
 
-def _event_time(event: Obj) -> str:
+def event_time(event: Obj) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
 
 
@@ -150,7 +150,7 @@ async def _latest_events(client: KubeClient) -> dict[str, Obj]:
     except (KubeError, OSError):
         return {}
     latest: dict[str, Obj] = {}
-    for event in sorted(events, key=_event_time):
+    for event in sorted(events, key=event_time):
         uid = str(as_dict(event.get("involvedObject")).get("uid") or "")
         if uid:
             latest[uid] = event
@@ -198,7 +198,7 @@ async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
 
 async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
     """Workers with their health and load, and every Job (of every configured kind) this manager handles."""
-    identity = _identity(config)
+    identity = identity_of(config)
     async with _connect(config.management, "management") as client:
         known = await _workers(config, client)
         listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
@@ -206,7 +206,7 @@ async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
     workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
     now = datetime.now(UTC)
     rows = [
-        _job_row(adapter, job, identity, latest, now)
+        job_row(adapter, job, identity, latest, now)
         for adapter, items in listed
         for job in items
         if adapter.managed_by(job) == config.managed_by
@@ -214,7 +214,7 @@ async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
     return list(workers), sorted(rows, key=lambda r: (r.kind, r.key))
 
 
-def _job_row(
+def job_row(
     adapter: GenericJob, job: Obj, identity: Identity, latest: dict[str, Obj], now: datetime
 ) -> JobRow:
     created = parse_time(metadata(job).get("creationTimestamp")) or now
@@ -235,12 +235,14 @@ def _job_row(
 async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
     """A Job's row each time it changes (its object, or the manager's latest Event about it), as ``kubectl get
     -w`` prints them; rows that read as before are not repeated. Runs until cancelled."""
-    identity = _identity(config)
-    changes: asyncio.Queue[_Change] = asyncio.Queue()
+    identity = identity_of(config)
+    changes: asyncio.Queue[Change] = asyncio.Queue()
     async with _connect(config.management, "management") as client:
-        watchers = [asyncio.create_task(_follow(client, a.resource, changes, a)) for a in _adapters(config)]
+        watchers = [
+            asyncio.create_task(follow_objects(client, a.resource, changes, a)) for a in _adapters(config)
+        ]
         events = f"reportingComponent={DISPATCHER_COMPONENT}"
-        watchers.append(asyncio.create_task(_follow(client, EVENTS, changes, None, events)))
+        watchers.append(asyncio.create_task(follow_objects(client, EVENTS, changes, None, events)))
         try:
             latest: dict[str, Obj] = {}
             jobs_by_uid: dict[str, tuple[GenericJob, Obj]] = {}
@@ -252,7 +254,7 @@ async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
                 adapter, obj = change
                 if adapter is None:  # an Event: the Job it is about shows its reason
                     uid = str(as_dict(obj.get("involvedObject")).get("uid") or "")
-                    if _event_time(obj) >= _event_time(latest.get(uid, {})):
+                    if event_time(obj) >= event_time(latest.get(uid, {})):
                         latest[uid] = obj
                     if uid not in jobs_by_uid:
                         continue
@@ -260,7 +262,7 @@ async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
                 elif adapter.managed_by(obj) != config.managed_by:
                     continue
                 jobs_by_uid[uid_of(obj)] = (adapter, obj)
-                row = _job_row(adapter, obj, identity, latest, datetime.now(UTC))
+                row = job_row(adapter, obj, identity, latest, datetime.now(UTC))
                 before = shown.get(uid_of(obj))
                 shown[uid_of(obj)] = row
                 if before is None or dataclasses.replace(before, age_seconds=row.age_seconds) != row:
@@ -270,13 +272,13 @@ async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
 
 
 # What a watch of ``watch_jobs`` hands on: (the adapter, or None for an Event; the object), or why it stopped.
-_Change = tuple[GenericJob | None, Obj] | BaseException
+Change = tuple[GenericJob | None, Obj] | BaseException
 
 
-async def _follow(
+async def follow_objects(
     client: KubeClient,
     resource: Resource,
-    changes: asyncio.Queue[_Change],
+    changes: asyncio.Queue[Change],
     adapter: GenericJob | None,
     field_selector: str | None = None,
 ) -> None:
@@ -300,7 +302,7 @@ async def _follow(
         await changes.put(exc)
 
 
-def _identity(config: ManagerConfig) -> Identity:
+def identity_of(config: ManagerConfig) -> Identity:
     return Identity(config.name, config.managed_by)
 
 
@@ -350,7 +352,7 @@ async def logs(
 
 async def follow_logs(
     config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None = None
-) -> AsyncIterator[tuple[str, str]]:
+) -> AsyncGenerator[tuple[str, str], None]:
     """(prefix, line) as each container asked for writes them, until every one has ended."""
     async with _job_logs(config, name, namespace, options, contexts) as (client, sources):
         lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
@@ -391,7 +393,7 @@ async def _job_logs(
         except NotFound as exc:
             raise LogsError(f"{where} not found on the management cluster") from exc
         worker_name = labels_of(job).get(CLUSTER_LABEL)
-        placed = _identity(config).holds(job)
+        placed = identity_of(config).holds(job)
         known = await _workers(config, client) if placed else []
     worker = next((w for w in known if w.name == worker_name), None)
     if worker is None and placed and worker_name and contexts is not None:

@@ -119,6 +119,8 @@ class Worker:
     probe_failure: str | None = None
     # When it stopped being Connected (the pool's clock), or None while it is.
     inactive_since: float | None = None
+    # When its last probe was answered (the pool's clock), or None before that.
+    last_contact: float | None = None
     draining: bool = False
     follower: asyncio.Task[None] | None = None
 
@@ -274,6 +276,8 @@ class WorkerPool:
                 informer.health_changed.clear()
             was_active = worker.active
             await self._probe(worker)
+            if worker.probe_failure is None:
+                worker.last_contact = self.clock()
             if worker.active and worker.inactive_since is not None:
                 worker.inactive_since = None
                 log.info("worker %s is connected", worker.name)

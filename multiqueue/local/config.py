@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from multiqueue.dispatch.config import Capacity, ClusterName, first_duplicate, load_model
+from multiqueue.dispatch.config import Capacity, ClusterName, DashboardConfig, first_duplicate, load_model
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 
@@ -58,6 +58,10 @@ class LocalManager(BaseModel):
     mirror_ttl_after_finished: Annotated[float, Field(ge=0, alias="mirrorTTLSecondsAfterFinished")] = 3600.0
     # Namespaces of the management cluster whose Jobs are dispatched; empty: all.
     namespaces: list[str] = Field(default_factory=list)
+    # The manager's web dashboard: on, on a free loopback port (its URL is printed at start).
+    dashboard: DashboardConfig = Field(
+        default_factory=lambda: DashboardConfig.model_validate({"enabled": True, "address": "127.0.0.1:0"})
+    )
 
     @field_validator("workers", mode="before")
     @classmethod

@@ -210,6 +210,7 @@ class LocalClusters:
                 "placement": local.placement,
                 "mirrorTTLSecondsAfterFinished": local.mirror_ttl_after_finished,
                 "namespaces": local.namespaces,
+                "dashboard": local.dashboard.model_dump(by_alias=True),
             }
         )
 

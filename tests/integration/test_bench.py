@@ -10,19 +10,17 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.support.browser import chromium_path
 from tests.support.docblocks import shell_blocks
 from tests.support.processes import REPO
 
 JOBS = 24
 
 
-async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tmp_path: Path) -> None:
-    (block,) = shell_blocks("docs/performance.md", "## Running it")
-    (command,) = [line for line in block.splitlines() if "tests.bench.dispatch_scale" in line]
-    results = tmp_path / "results.json"
-    # As written, with a smaller burst and a results file of its own (argparse takes the last of a flag).
-    argv = [*shlex.split(command.split("#", 1)[0]), "--jobs", str(JOBS), "--results", str(results)]
-    assert argv[:3] == ["python3", "-m", "tests.bench.dispatch_scale"], command
+async def run_to_the_end(argv: list[str]) -> None:
+    """A ``python3 -m ...`` command line from the docs, run from the repository; it must exit 0."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         *argv[1:],
@@ -33,6 +31,16 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
     async with asyncio.timeout(240):
         out, _ = await process.communicate()
     assert process.returncode == 0, out.decode()[-3000:]
+
+
+async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tmp_path: Path) -> None:
+    (block,) = shell_blocks("docs/performance.md", "## Running it")
+    (command,) = [line for line in block.splitlines() if "tests.bench.dispatch_scale" in line]
+    results = tmp_path / "results.json"
+    # As written, with a smaller burst and a results file of its own (argparse takes the last of a flag).
+    argv = [*shlex.split(command.split("#", 1)[0]), "--jobs", str(JOBS), "--results", str(results)]
+    assert argv[:3] == ["python3", "-m", "tests.bench.dispatch_scale"], command
+    await run_to_the_end(argv)
     (name, run), *_ = json.loads(results.read_text()).items()
     assert name == f"dispatch_scale/embedded/{JOBS} jobs/2 workers"
     assert run["jobs"] == JOBS and sum(run["completed_per_second"]) == JOBS
@@ -46,3 +54,18 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
     assert run["served_per_job"]["management"]["POST jobs"] == 1.0, (
         "the bench's own creates, as the server saw them"
     )
+
+
+async def test_the_documented_dashboard_benchmark_times_the_page_and_its_changes(tmp_path: Path) -> None:
+    (block,) = shell_blocks("docs/dashboard.md", "## With 10,000 Jobs")
+    (command,) = [line for line in block.splitlines() if "tests.bench.dashboard" in line]
+    results = tmp_path / "results.json"
+    argv = [*shlex.split(command), "--jobs", "40", "--changes", "3", "--results", str(results)]
+    assert argv[:3] == ["python3", "-m", "tests.bench.dashboard"], command
+    if chromium_path() is None:
+        pytest.skip("no Chromium to load the page in: apt-get install chromium (.ci/run installs it)")
+    await run_to_the_end(argv)
+    run = json.loads(results.read_text())["dashboard/40 jobs"]
+    assert run["jobs"] == 40 and run["changes"] == 3
+    assert run["page_load_s"] > 0 and run["snapshot_bytes"] > 40 * 100
+    assert 0 <= run["change_shown_ms"]["p50"] <= run["change_shown_ms"]["max"]

@@ -1,0 +1,248 @@
+"""The dashboard's live picture: a line per Job and per worker, kept from the manager's own caches, and one
+stream of changes that every open page shares.
+
+Jobs come from the dispatcher's informers (no request of their own), the reason a Job waits from a watch of the
+dispatcher's Events (only the latest per Job is kept), workers from the pool's health. Changes are gathered for
+:data:`FLUSH_EVERY` and encoded once for all pages; a page that falls :data:`BACKLOG` messages behind is dropped,
+and its browser reconnects and starts from a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from multiqueue.api import fastjson
+from multiqueue.api.meta import as_dict, key_of, uid_of
+from multiqueue.api.types import EVENTS, Obj
+from multiqueue.dashboard.rows import Entry, job_entry, worker_entry
+from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
+from multiqueue.dispatch.dispatcher import Dispatcher
+from multiqueue.dispatch.generic import GenericJob
+from multiqueue.dispatch.inspect import Change, event_time, follow_objects, job_row
+from multiqueue.kube.client import KubeClient
+from multiqueue.kube.informer import Handlers
+from multiqueue.kube.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY: Final = 0.2  # seconds changes are gathered before they go out: a change shows well within 1 s
+WORKERS_EVERY: Final = 2.0  # worker lines are recomputed this often (load moves with every placement)
+CHART_EVERY: Final = 5.0
+CHART_POINTS: Final = 120  # ten minutes of the chart
+LATENCY_WINDOW: Final = 500  # the latest dispatch latencies a chart point summarises
+BACKLOG: Final = 64  # messages a page may fall behind before it is dropped
+FINISHED: Final = frozenset({"Complete", "Failed", "Finished"})
+# What the page needs of an Event to show why a Job waits.
+_EVENT_FIELDS: Final = ("reason", "message", "lastTimestamp", "eventTime", "firstTimestamp")
+
+
+class LiveView:
+    """Every dispatched Job's line and every worker's, and the pages following them."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        management: KubeClient,
+        clock: Callable[[], float] = time.time,
+        flush_every: float = FLUSH_EVERY,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.flush_every = flush_every
+        self.management = management
+        self.identity = dispatcher.settings.identity
+        self.clock = clock
+        self.jobs: dict[str, Entry] = {}  # by UID
+        self.workers: dict[str, Entry] = {}
+        self.chart: collections.deque[Entry] = collections.deque(maxlen=CHART_POINTS)
+        self._where: dict[str, tuple[str, str]] = {}  # UID -> (kind, namespace/name) in the informers
+        self._latest: dict[str, Obj] = {}  # UID -> the dispatcher's latest Event about it (trimmed)
+        self._changed: set[str] = set()
+        self._removed: set[str] = set()
+        self._workers_changed = False
+        self._dirty = asyncio.Event()
+        self._pages: set[asyncio.Queue[bytes | None]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- following the manager ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for kind, informer in self.dispatcher.users.items():
+            adapter = self.dispatcher.adapters[kind]
+            informer.add_handlers(
+                Handlers(
+                    on_add=lambda obj, a=adapter: self._job_changed(a, obj),  # type: ignore[misc]
+                    on_update=lambda _old, obj, a=adapter: self._job_changed(a, obj),  # type: ignore[misc]
+                    on_delete=self._job_deleted,
+                )
+            )
+        self.dispatcher.pool.on_health.append(lambda _name: self._refresh_workers())
+        self._refresh_workers()
+        self._add_chart_point()  # the chart's first line is drawn one period after the page opens, not two
+        self._tasks = [
+            asyncio.create_task(self._follow_events(), name="dashboard:events"),
+            asyncio.create_task(self._flush_loop(), name="dashboard:flush"),
+            asyncio.create_task(self._every(WORKERS_EVERY, self._refresh_workers), name="dashboard:workers"),
+            asyncio.create_task(self._every(CHART_EVERY, self._add_chart_point), name="dashboard:chart"),
+        ]
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._tasks)
+        for page in list(self._pages):
+            self._drop(page)
+
+    def _job_changed(self, adapter: GenericJob, obj: Obj) -> None:
+        uid = uid_of(obj)
+        if adapter.managed_by(obj) != self.identity.managed_by:
+            if uid in self.jobs:  # its managedBy cannot change, but a cache may replay a stranger: forget it
+                self._job_deleted(obj)
+            return
+        self._where[uid] = (adapter.resource.kind, key_of(obj))
+        entry = job_entry(job_row(adapter, obj, self.identity, self._latest, datetime.now(UTC)), obj)
+        if self.jobs.get(uid) != entry:
+            self.jobs[uid] = entry
+            self._changed.add(uid)
+            self._removed.discard(uid)
+            self._dirty.set()
+
+    def _job_deleted(self, obj: Obj) -> None:
+        uid = uid_of(obj)
+        self._where.pop(uid, None)
+        self._latest.pop(uid, None)
+        if self.jobs.pop(uid, None) is not None:
+            self._changed.discard(uid)
+            self._removed.add(uid)
+            self._dirty.set()
+
+    def _event_seen(self, event: Obj) -> None:
+        uid = str(as_dict(event.get("involvedObject")).get("uid") or "")
+        if not uid or event_time(event) < event_time(self._latest.get(uid, {})):
+            return
+        self._latest[uid] = {k: event[k] for k in _EVENT_FIELDS if k in event}
+        where = self._where.get(uid)
+        if where is None:
+            return
+        kind, key = where
+        obj = self.dispatcher.users[kind].get(key)
+        if obj is not None:
+            self._job_changed(self.dispatcher.adapters[kind], obj)
+
+    async def _follow_events(self) -> None:
+        changes: asyncio.Queue[Change] = asyncio.Queue()
+        follower = asyncio.create_task(
+            follow_objects(
+                self.management, EVENTS, changes, None, f"reportingComponent={DISPATCHER_COMPONENT}"
+            )
+        )
+        try:
+            while True:
+                change = await changes.get()
+                if isinstance(change, BaseException):
+                    # Reasons stop updating; Jobs and workers go on. The manager's log says why.
+                    log.warning("the dashboard stopped following the dispatcher's Events: %s", change)
+                    return
+                self._event_seen(change[1])
+        finally:
+            await cancel_and_wait([follower])
+
+    def _refresh_workers(self) -> None:
+        pool = self.dispatcher.pool
+        found = {}
+        for view in pool.views(self.dispatcher.ledger):
+            worker = pool.workers.get(view.name)
+            found[view.name] = worker_entry(view, worker.last_contact if worker is not None else None)
+        if found != self.workers:
+            self.workers = found
+            self._workers_changed = True
+            self._dirty.set()
+
+    def _add_chart_point(self) -> None:
+        metrics = self.dispatcher.metrics
+        latencies = list(metrics.dispatch_latency)[-LATENCY_WINDOW:]
+        self.chart.append(
+            {
+                "time": self.clock(),
+                "dispatched": sum(metrics.dispatched.values()),
+                "finished": sum(1 for e in self.jobs.values() if e["state"] in FINISHED),
+                "latencyP50": statistics.median(latencies) if latencies else None,
+                "latencyP99": _p99(latencies),
+            }
+        )
+        self._dirty.set()
+
+    @staticmethod
+    async def _every(seconds: float, work: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            work()
+
+    # --- pages ---------------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Entry:
+        return {
+            "manager": {"name": self.identity.origin, "managedBy": self.identity.managed_by},
+            "jobs": list(self.jobs.values()),
+            "workers": list(self.workers.values()),
+            "chart": list(self.chart),
+        }
+
+    @contextlib.asynccontextmanager
+    async def page(self) -> AsyncIterator[asyncio.Queue[bytes | None]]:
+        """A page's messages: a snapshot first, then each batch of changes; None when the page fell behind."""
+        messages: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=BACKLOG)
+        messages.put_nowait(_message("snapshot", self.snapshot()))
+        self._pages.add(messages)
+        try:
+            yield messages
+        finally:
+            self._pages.discard(messages)
+
+    async def _flush_loop(self) -> None:
+        last_point = None
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(self.flush_every)
+            self._dirty.clear()
+            changes: dict[str, Any] = {}
+            if self._changed:
+                changes["jobs"] = [self.jobs[u] for u in self._changed if u in self.jobs]
+            if self._removed:
+                changes["removed"] = sorted(self._removed)
+            if self._workers_changed:
+                changes["workers"] = list(self.workers.values())
+            if self.chart and self.chart[-1] is not last_point:
+                last_point = changes["chart"] = self.chart[-1]
+            self._changed, self._removed, self._workers_changed = set(), set(), False
+            if not changes:
+                continue
+            message = _message("changes", changes)
+            for page in list(self._pages):
+                try:
+                    page.put_nowait(message)
+                except asyncio.QueueFull:
+                    self._drop(page)
+
+    def _drop(self, page: asyncio.Queue[bytes | None]) -> None:
+        self._pages.discard(page)
+        with contextlib.suppress(asyncio.QueueEmpty):
+            page.get_nowait()  # room for the end, which outranks whatever it had not read
+        page.put_nowait(None)
+
+
+def _message(event: str, data: object) -> bytes:
+    """One server-sent event."""
+    return b"event: " + event.encode() + b"\ndata: " + fastjson.dumps(data) + b"\n\n"
+
+
+def _p99(samples: list[float]) -> float | None:
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]

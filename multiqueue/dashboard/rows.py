@@ -1,0 +1,56 @@
+"""What the page shows of a Job and of a worker, as JSON-ready dicts: pure functions of what the manager knows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from multiqueue.api.meta import metadata, namespace_of, uid_of
+from multiqueue.api.types import Obj
+from multiqueue.dispatch.inspect import JobRow
+from multiqueue.dispatch.placement import WorkerView
+
+Entry = dict[str, Any]
+
+
+def job_entry(row: JobRow, job: Obj) -> Entry:
+    """A Job's line: the same row ``multiqueue status`` prints, with its UID (the page's key) and its creation
+    time (the page counts the age itself, so a row need not be sent again as it ages)."""
+    return {
+        "uid": uid_of(job),
+        "kind": row.kind,
+        "namespace": namespace_of(job),
+        "name": str(metadata(job).get("name") or ""),
+        "worker": "" if row.worker == "-" else row.worker,
+        "state": row.state,
+        "completions": row.completions,
+        "reason": "" if row.reason == "-" else row.reason,
+        "message": row.message,
+        "created": str(metadata(job).get("creationTimestamp") or ""),
+    }
+
+
+def worker_entry(view: WorkerView, last_contact: float | None) -> Entry:
+    """A worker's line: health (Connected or why not, lost, draining), labels, and each configured limit's use."""
+    capacity = {
+        r: {"used": total - view.free.get(r, total), "total": total} for r, total in view.capacity.items()
+    }
+    if view.max_jobs is not None:
+        capacity = {"jobs": {"used": view.load, "total": view.max_jobs}, **capacity}
+    return {
+        "name": view.name,
+        "healthy": view.active,
+        "reason": view.reason,
+        "lost": view.lost,
+        "draining": not view.accepting,
+        "labels": dict(view.labels),
+        "running": view.load,
+        "capacity": capacity,
+        "lastContact": _timestamp(last_contact),
+    }
+
+
+def _timestamp(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
