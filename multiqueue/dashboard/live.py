@@ -2,9 +2,9 @@
 stream of changes that every open page shares.
 
 Jobs come from the dispatcher's informers (no request of their own), the reason a Job waits from a watch of the
-dispatcher's Events (only the latest per Job is kept), workers from the pool's health. Changes are gathered for
-:data:`FLUSH_EVERY` and encoded once for all pages; a page that falls :data:`BACKLOG` messages behind is dropped,
-and its browser reconnects and starts from a fresh snapshot.
+dispatcher's Events (only the latest per Job is kept; a watch that fails is started again), workers from the
+pool's health. Changes are gathered for a moment (:class:`Timings`) and encoded once for all pages; a page that
+falls :data:`BACKLOG` messages behind is dropped, and its browser reconnects and starts from a fresh snapshot.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import statistics
 import time
@@ -33,15 +34,22 @@ from multiqueue.kube.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY: Final = 0.2  # seconds changes are gathered before they go out: a change shows well within 1 s
-WORKERS_EVERY: Final = 2.0  # worker lines are recomputed this often (load moves with every placement)
-CHART_EVERY: Final = 5.0
 CHART_POINTS: Final = 120  # ten minutes of the chart
 LATENCY_WINDOW: Final = 500  # the latest dispatch latencies a chart point summarises
 BACKLOG: Final = 64  # messages a page may fall behind before it is dropped
 FINISHED: Final = frozenset({"Complete", "Failed", "Finished"})
 # What the page needs of an Event to show why a Job waits.
 _EVENT_FIELDS: Final = ("reason", "message", "lastTimestamp", "eventTime", "firstTimestamp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Timings:
+    """How often the live view acts, in seconds."""
+
+    flush: float = 0.2  # changes gathered before they go out: a change shows well within 1 s
+    workers: float = 2.0  # worker lines recomputed (load moves with every placement)
+    chart: float = 5.0
+    events_retry: float = 5.0  # after the Events watch failed (the management cluster out of reach)
 
 
 class LiveView:
@@ -52,10 +60,10 @@ class LiveView:
         dispatcher: Dispatcher,
         management: KubeClient,
         clock: Callable[[], float] = time.time,
-        flush_every: float = FLUSH_EVERY,
+        timings: Timings = Timings(),
     ) -> None:
         self.dispatcher = dispatcher
-        self.flush_every = flush_every
+        self.timings = timings
         self.management = management
         self.identity = dispatcher.settings.identity
         self.clock = clock
@@ -86,11 +94,14 @@ class LiveView:
         self.dispatcher.pool.on_health.append(lambda _name: self._refresh_workers())
         self._refresh_workers()
         self._add_chart_point()  # the chart's first line is drawn one period after the page opens, not two
+        timings = self.timings
         self._tasks = [
             asyncio.create_task(self._follow_events(), name="dashboard:events"),
             asyncio.create_task(self._flush_loop(), name="dashboard:flush"),
-            asyncio.create_task(self._every(WORKERS_EVERY, self._refresh_workers), name="dashboard:workers"),
-            asyncio.create_task(self._every(CHART_EVERY, self._add_chart_point), name="dashboard:chart"),
+            asyncio.create_task(
+                self._every(timings.workers, self._refresh_workers), name="dashboard:workers"
+            ),
+            asyncio.create_task(self._every(timings.chart, self._add_chart_point), name="dashboard:chart"),
         ]
 
     async def stop(self) -> None:
@@ -135,22 +146,25 @@ class LiveView:
             self._job_changed(self.dispatcher.adapters[kind], obj)
 
     async def _follow_events(self) -> None:
-        changes: asyncio.Queue[Change] = asyncio.Queue()
-        follower = asyncio.create_task(
-            follow_objects(
-                self.management, EVENTS, changes, None, f"reportingComponent={DISPATCHER_COMPONENT}"
+        """The dispatcher's Events, listed then watched; while the watch is down only reasons stop moving."""
+        while True:
+            changes: asyncio.Queue[Change] = asyncio.Queue()
+            follower = asyncio.create_task(
+                follow_objects(
+                    self.management, EVENTS, changes, None, f"reportingComponent={DISPATCHER_COMPONENT}"
+                )
             )
-        )
-        try:
-            while True:
-                change = await changes.get()
-                if isinstance(change, BaseException):
-                    # Reasons stop updating; Jobs and workers go on. The manager's log says why.
-                    log.warning("the dashboard stopped following the dispatcher's Events: %s", change)
-                    return
-                self._event_seen(change[1])
-        finally:
-            await cancel_and_wait([follower])
+            try:
+                while not isinstance(change := await changes.get(), BaseException):
+                    self._event_seen(change[1])
+            finally:
+                await cancel_and_wait([follower])
+            log.warning(
+                "the dashboard lost the dispatcher's Events (%s); following them again in %gs",
+                change,
+                self.timings.events_retry,
+            )
+            await asyncio.sleep(self.timings.events_retry)
 
     def _refresh_workers(self) -> None:
         pool = self.dispatcher.pool
@@ -208,7 +222,7 @@ class LiveView:
         last_point = None
         while True:
             await self._dirty.wait()
-            await asyncio.sleep(self.flush_every)
+            await asyncio.sleep(self.timings.flush)
             self._dirty.clear()
             changes: dict[str, Any] = {}
             if self._changed:
