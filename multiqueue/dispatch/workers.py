@@ -200,10 +200,12 @@ class WorkerPool:
         )
 
     def drain(self, name: str) -> None:
-        """No new Jobs for this worker; those it runs finish there."""
+        """No new Jobs for this worker; those it runs finish there. Its Jobs are synced at once: the mirrors of
+        those already finished go now, not when their mirrorTTLSecondsAfterFinished is up."""
         worker = self.workers.get(name)
-        if worker is not None:
+        if worker is not None and not worker.draining:
             worker.draining = True
+            self.listener.worker_changed(name)
 
     def drained(self, name: str, ledger: Ledger) -> bool:
         """Nothing of ours is left on the worker: no Job placed there, no mirror in its caches."""
