@@ -116,7 +116,8 @@ class LiveView:
                 self._job_deleted(obj)
             return
         self._where[uid] = (adapter.resource.kind, key_of(obj))
-        entry = job_entry(job_row(adapter, obj, self.identity, self._latest, datetime.now(UTC)), obj)
+        row = job_row(adapter, obj, self.identity, self._latest, datetime.now(UTC))
+        entry = job_entry(row, obj, event_time(self._latest.get(uid, {})))
         if self.jobs.get(uid) != entry:
             self.jobs[uid] = entry
             self._changed.add(uid)

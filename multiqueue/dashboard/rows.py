@@ -13,9 +13,10 @@ from multiqueue.dispatch.placement import WorkerView
 Entry = dict[str, Any]
 
 
-def job_entry(row: JobRow, job: Obj) -> Entry:
-    """A Job's line: the same row ``multiqueue status`` prints, with its UID (the page's key) and its creation
-    time (the page counts the age itself, so a row need not be sent again as it ages)."""
+def job_entry(row: JobRow, job: Obj, last_event: str = "") -> Entry:
+    """A Job's line: the same row ``multiqueue status`` prints, with its UID (the page's key), its creation time
+    (the page counts the age itself, so a row need not be sent again as it ages) and the time of the manager's
+    latest Event about it (a page showing the Job's Events reads them again when it moves)."""
     return {
         "uid": uid_of(job),
         "kind": row.kind,
@@ -27,6 +28,7 @@ def job_entry(row: JobRow, job: Obj) -> Entry:
         "reason": "" if row.reason == "-" else row.reason,
         "message": row.message,
         "created": str(metadata(job).get("creationTimestamp") or ""),
+        "lastEvent": last_event,
     }
 
 

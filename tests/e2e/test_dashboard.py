@@ -93,9 +93,15 @@ async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhea
             for name in ("worker-1", "worker-2"):
                 await page.wait_for(f"{worker(name)}?.dataset.healthy === 'true'")
 
-            await clusters.client().create(JOBS, job("from-the-browser-test"), "default")
+            # It runs for a few seconds, so its panel is open before it ends and must show the Events that follow.
+            script = "echo hello from from-the-browser-test; sleep 3"
+            await clusters.client().create(JOBS, job("from-the-browser-test", script=script), "default")
             await search(page, "from-the-browser-test")
-            await page.wait_for(row("from-the-browser-test"), timeout=WITHIN)
+            await page.wait_for(
+                f"{row('from-the-browser-test')}?.dataset.state === 'Running'", timeout=WITHIN
+            )
+            await page.evaluate(f"{row('from-the-browser-test')}.click()")
+            await page.wait_for("document.querySelector('#detail-events tr[data-reason=\"Dispatched\"]')")
             await page.wait_for(
                 f"{row('from-the-browser-test')}.dataset.state === 'Complete'", timeout=WITHIN
             )
@@ -104,7 +110,6 @@ async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhea
             stored = await clusters.client().get(JOBS, "from-the-browser-test", "default")
             assert stored["metadata"]["labels"]["multiqueue.dev/cluster"] == placed
 
-            await page.evaluate(f"{row('from-the-browser-test')}.click()")
             await page.wait_for("document.querySelector('#detail-events tr[data-reason=\"Completed\"]')")
             await page.evaluate("document.getElementById('detail-logs-start').click()")
             await page.wait_for(

@@ -95,7 +95,7 @@ WAITING_EVENT = {"reason": "Waiting", "message": "waiting for capacity: cpu"}
     ],
 )
 def test_a_jobs_line(obj: dict[str, Any], latest: dict[str, Any], expected: dict[str, Any]) -> None:
-    entry = job_entry(job_row(BatchJobAdapter(), obj, IDENTITY, latest, NOW), obj)
+    entry = job_entry(job_row(BatchJobAdapter(), obj, IDENTITY, latest, NOW), obj, "2026-11-27T11:59:30Z")
     assert {k: entry[k] for k in expected} == expected
     assert (entry["uid"], entry["kind"], entry["namespace"], entry["name"]) == (
         "u-1",
@@ -103,7 +103,7 @@ def test_a_jobs_line(obj: dict[str, Any], latest: dict[str, Any], expected: dict
         "team-a",
         "train",
     )
-    assert entry["created"] == "2026-11-27T11:59:00Z"
+    assert (entry["created"], entry["lastEvent"]) == ("2026-11-27T11:59:00Z", "2026-11-27T11:59:30Z")
 
 
 @pytest.mark.parametrize(

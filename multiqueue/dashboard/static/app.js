@@ -13,6 +13,7 @@ const state = {
   manager: null,
   shown: [], // the Jobs that pass the filters, in table order
   selected: null, // the uid in the detail panel
+  detailShown: null, // the line of that Job whose Events the panel shows
   logs: null, // the AbortController of the log being streamed
   changes: 0, // batches applied since the page loaded (tests read it)
   lastChangeAt: 0,
@@ -93,7 +94,12 @@ function changed(what) {
     if (now.jobs) { updateFilters(); applyFilters(); renderTotals(); }
     if (now.workers) renderWorkers();
     if (now.chart) renderCharts();
-    if (state.selected) renderDetailFields();
+    if (state.selected) {
+      renderDetailFields();
+      // A new line for the open Job (its state or reason moved): its Events have news too.
+      const job = state.jobs.get(state.selected);
+      if (job && job !== state.detailShown) loadEvents();
+    }
   });
 }
 
@@ -302,6 +308,7 @@ function renderDetailFields() {
 async function loadEvents() {
   const job = state.jobs.get(state.selected);
   if (!job) return;
+  state.detailShown = job;
   const body = $("detail-events").tBodies[0];
   const answer = await fetch(`/api/events?uid=${encodeURIComponent(job.uid)}&namespace=${encodeURIComponent(job.namespace)}`);
   const events = answer.ok ? await answer.json() : [];
