@@ -52,6 +52,9 @@ class Timings:
     events_retry: float = 5.0  # after the Events watch failed (the management cluster out of reach)
 
 
+DEFAULT_TIMINGS: Final = Timings()
+
+
 class LiveView:
     """Every dispatched Job's line and every worker's, and the pages following them."""
 
@@ -60,7 +63,7 @@ class LiveView:
         dispatcher: Dispatcher,
         management: KubeClient,
         clock: Callable[[], float] = time.time,
-        timings: Timings = Timings(),
+        timings: Timings = DEFAULT_TIMINGS,
     ) -> None:
         self.dispatcher = dispatcher
         self.timings = timings
@@ -111,9 +114,7 @@ class LiveView:
 
     def _job_changed(self, adapter: GenericJob, obj: Obj) -> None:
         uid = uid_of(obj)
-        if adapter.managed_by(obj) != self.identity.managed_by:
-            if uid in self.jobs:  # its managedBy cannot change, but a cache may replay a stranger: forget it
-                self._job_deleted(obj)
+        if adapter.managed_by(obj) != self.identity.managed_by:  # immutable: never shown, nothing to forget
             return
         self._where[uid] = (adapter.resource.kind, key_of(obj))
         row = job_row(adapter, obj, self.identity, self._latest, datetime.now(UTC))
@@ -225,6 +226,8 @@ class LiveView:
             await self._dirty.wait()
             await asyncio.sleep(self.timings.flush)
             self._dirty.clear()
+            if self._changed or self._removed:
+                self._refresh_workers()  # a Job placed or finished moves its worker's load: shown together
             changes: dict[str, Any] = {}
             if self._changed:
                 changes["jobs"] = [self.jobs[u] for u in self._changed if u in self.jobs]

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import EVENTS
-from multiqueue.dashboard.live import LiveView
+from multiqueue.dashboard.live import DEFAULT_TIMINGS, LiveView, Timings
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.inspect import LogOptions, LogsError, follow_logs
 from multiqueue.dispatch.manager import Manager
@@ -191,7 +191,7 @@ class Dashboard:
         await self.runner.cleanup()
 
 
-async def serve(manager: Manager) -> Dashboard | None:
+async def serve(manager: Manager, timings: Timings = DEFAULT_TIMINGS) -> Dashboard | None:
     """The dashboard of a started manager, when its config enables it; served on ``dashboard.address`` (port 0:
     any free one)."""
     config = manager.config
@@ -199,7 +199,7 @@ async def serve(manager: Manager) -> Dashboard | None:
         return None
     assert manager.dispatcher is not None and manager.management is not None
     management = manager.management
-    live = LiveView(manager.dispatcher, management)
+    live = LiveView(manager.dispatcher, management, timings=timings)
     access = Access()
     host, _, port = config.dashboard.address.rpartition(":")
     runner = web.AppRunner(app(live, access, config, management), access_log=None, shutdown_timeout=1.0)

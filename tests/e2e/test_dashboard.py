@@ -17,6 +17,7 @@ import pytest
 
 from multiqueue.api.types import JOBS
 from multiqueue.dashboard import server as dashboard
+from multiqueue.dashboard.live import Timings
 from tests.e2e.conftest import Clusters
 from tests.support.browser import Page, launch
 
@@ -78,7 +79,8 @@ async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhea
     clusters = dispatching_clusters
     local = clusters.local
     assert local is not None and local.manager is not None
-    board = await dashboard.serve(local.manager)
+    # A chart point every second, so the screenshot shows lines after a few seconds rather than fifteen.
+    board = await dashboard.serve(local.manager, Timings(chart=1.0))
     assert board is not None, "local up's manager config enables the dashboard"
     base = board.url.split("?")[0]
     try:
@@ -139,7 +141,7 @@ async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhea
             )
             for i in range(3):
                 await page.wait_for(f"{row(f'batch-{i}')}?.dataset.state === 'Complete'", timeout=WITHIN)
-            await page.wait_for("window.dashboard.chart.length >= 3", timeout=20)
+            await page.wait_for("window.dashboard.chart.length >= 4", timeout=20)
             await page.screenshot(ARTIFACTS / "overview.png")
 
             await local.stop_server("worker-2")

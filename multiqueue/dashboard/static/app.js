@@ -165,6 +165,11 @@ function renderCharts() {
       finished: Math.max(0, (points[i].finished - points[i - 1].finished) / dt),
     });
   }
+  if (points.length > 1) {
+    const every = (points[points.length - 1].time - points[0].time) / (points.length - 1);
+    const span = points[points.length - 1].time - points[0].time;
+    $("chart-period").textContent = `(the last ${age(span)}, a point every ${age(every)})`;
+  }
   draw($("throughput"), rates, [["dispatched", "--run"], ["finished", "--ok"]]);
   draw($("latency"), points, [["latencyP50", "--wait"], ["latencyP99", "--warn"]]);
 }
