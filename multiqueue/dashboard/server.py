@@ -8,7 +8,6 @@ scripts may send ``Authorization: Bearer <token>`` instead. Anything else is ans
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import importlib.resources
 import logging
@@ -185,9 +184,7 @@ class Dashboard:
         self.url = url  # with the token: what the admin opens
 
     async def stop(self) -> None:
-        await self.live.stop()
-        with contextlib.suppress(Exception):
-            await self.runner.shutdown()
+        await self.live.stop()  # ends every open stream, so the server's shutdown waits on none of them
         await self.runner.cleanup()
 
 
