@@ -6,6 +6,9 @@
 #   ${MULTIQUEUE_CONTROL_PLANE_CACHE:-$HOME/.cache/multiqueue/control-plane}/<k8s version>/
 #       etcd kube-apiserver kube-controller-manager kube-scheduler .stamp
 #
+# Arguments name more commands of the same release to build beside them: kubelet, kubeadm,
+# kubectl, kube-proxy (hack/build-kind-images.sh asks for those of a kind node).
+#
 # The last line printed is that directory, so
 #   export KUBEBUILDER_ASSETS="$(hack/build-control-plane.sh | tail -n1)"
 # works. Progress goes to stderr.
@@ -61,6 +64,13 @@ cache_root=${MULTIQUEUE_CONTROL_PLANE_CACHE:-$HOME/.cache/multiqueue/control-pla
 out_dir=$cache_root/$k8s_version
 stamp=$out_dir/.stamp
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+for extra in "$@"; do
+    case $extra in
+    kubelet | kubeadm | kubectl | kube-proxy) binaries+=("$extra") ;;
+    *) echo "$prog: cannot build '$extra': the commands besides the control plane are kubelet, kubeadm, kubectl and kube-proxy" >&2
+        exit 2 ;;
+    esac
+done
 
 inputs_hash=$(cat "$k8s_mod_dir/go.mod" "$k8s_mod_dir/go.sum" "$etcd_mod_dir/go.mod" "$etcd_mod_dir/go.sum" \
     <(echo "$recipe") | sha256sum | cut -d' ' -f1)

@@ -425,9 +425,9 @@ def _kubectl_kubeconfig(explicit: str | None) -> Path:
 
 
 def _status(args: argparse.Namespace) -> int:
-    config, _ = _reach(args)
+    config, contexts = _reach(args)
     try:
-        workers, jobs_rows = asyncio.run(inspect.status(config))
+        workers, jobs_rows = asyncio.run(inspect.status(config, contexts))
     except KubeconfigError as exc:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
     except (KubeError, OSError) as exc:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.kind import PROVIDER_ENV, PROVIDERS, missing_tool, selected_provider
+from tests.e2e.kind import kind_unavailable
+from tests.e2e.providers import PROVIDER_ENV, PROVIDERS, selected_provider
 
 if TYPE_CHECKING:
     from multiqueue.local.apiserver.server import ApiServer
@@ -65,5 +66,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 def pytest_report_header(config: pytest.Config) -> str:
     provider = selected_provider(config.getoption("--provider"), os.environ)
-    kind = missing_tool() or "kind provider available (docker, kind, kubectl and bash on PATH)"
+    kind = (
+        kind_unavailable()
+        or "kind provider available (docker, kubectl, bash, the kind command and node image)"
+    )
     return f"e2e provider: {provider}; {kind}"

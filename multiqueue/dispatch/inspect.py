@@ -97,11 +97,16 @@ async def _connect_worker(worker: _Worker, allow_exec: bool) -> AsyncIterator[Ku
         await client.close()
 
 
-async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worker]:
-    """The config's workers, then those of Secrets (unless the Secrets cannot be read)."""
+async def _workers(
+    config: ManagerConfig, management: KubeClient, contexts: Path | None = None
+) -> list[_Worker]:
+    """The config's workers, then those of Secrets (unless the Secrets cannot be read). ``contexts``: the user's
+    kubeconfig, whose context of a Secret's worker's name is used in place of the Secret's kubeconfig: the user's
+    own credentials, at an address this machine reaches (a Secret gives the manager's, which may be in-cluster)."""
     found = [_Worker(w.name, settings_of(w.labels, w.capacity), ref=w) for w in config.workers]
     if not config.worker_secrets.enabled:
         return found
+    own = await asyncio.to_thread(_context_names, contexts) if contexts is not None else set()
     try:
         secrets, _ = await management.list(SECRETS, config.namespace, label_selector=CLUSTER_LABEL)
     except (KubeError, OSError):
@@ -113,6 +118,10 @@ async def _workers(config: ManagerConfig, management: KubeClient) -> list[_Worke
         except WorkerSecretError as refusal:
             name = labels_of(secret).get(CLUSTER_LABEL) or str(metadata(secret).get("name"))
             found.append(_Worker(name, WorkerSettings(), refused=refusal.reason))
+            continue
+        if worker.name in own:
+            ref = ClusterRef.model_validate({"kubeconfig": contexts, "context": worker.name})
+            found.append(_Worker(worker.name, worker.settings, ref=ref))
             continue
         found.append(_Worker(worker.name, worker.settings, kubeconfig=worker.kubeconfig))
     return found
@@ -196,11 +205,12 @@ async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
     return WorkerRow(worker.name, "True", running, labels, capacity)
 
 
-async def status(config: ManagerConfig) -> tuple[list[WorkerRow], list[JobRow]]:
-    """Workers with their health and load, and every Job (of every configured kind) this manager handles."""
+async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[list[WorkerRow], list[JobRow]]:
+    """Workers with their health and load, and every Job (of every configured kind) this manager handles.
+    ``contexts``: the user's kubeconfig, whose contexts of workers' names reach those workers."""
     identity = identity_of(config)
     async with _connect(config.management, "management") as client:
-        known = await _workers(config, client)
+        known = await _workers(config, client, contexts)
         listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
         latest = await _latest_events(client)
     workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
@@ -394,7 +404,7 @@ async def _job_logs(
             raise LogsError(f"{where} not found on the management cluster") from exc
         worker_name = labels_of(job).get(CLUSTER_LABEL)
         placed = identity_of(config).holds(job)
-        known = await _workers(config, client) if placed else []
+        known = await _workers(config, client, contexts) if placed else []
     worker = next((w for w in known if w.name == worker_name), None)
     if worker is None and placed and worker_name and contexts is not None:
         # Not one the manager's config or Secrets name: a context of its name in the user's kubeconfig, if any.

@@ -27,7 +27,7 @@ from multiqueue.dispatch.secretwatch import SecretWorkers
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
-from multiqueue.kube.errors import AlreadyExists, KubeError, NotFound
+from multiqueue.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import COMPACT, InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaderWork, LeaseTimings
@@ -183,12 +183,16 @@ class Manager:
 
 async def _ensure_namespace(client: KubeClient, name: str) -> None:
     """The manager's namespace holds its Leases and the Secrets of live workers: make it when it is missing (as
-    deploy/ does), and say plainly what is lost when that is not allowed."""
+    deploy/ does), and say plainly what is lost when that is not allowed. An identity that may not read Namespaces
+    (deploy/'s RBAC grants the manager only what it uses) cannot tell, and goes on as if it were there."""
     try:
         await client.get(NAMESPACES, name)
         return
     except NotFound:
         pass
+    except Forbidden:
+        log.debug("may not read namespace %s on the management cluster; taking it to exist", name)
+        return
     try:
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         log.info("created namespace %s on the management cluster for the manager's Leases", name)

@@ -16,10 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -29,9 +34,65 @@ from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import Binaries, MissingBinaries
-from tests.e2e.kind import REPO, KindEnvironment, KindProvider, KindUnavailable, selected_provider
+from tests.e2e.kind import (
+    ASSETS_ENV,
+    DEFAULT_WORKDIR,
+    GETTING_STARTED,
+    KIND_SECTION,
+    REPO,
+    REUSE_ENV,
+    WORKDIR_ENV,
+    KindAssets,
+    KindEnvironment,
+    KindProvider,
+    KindUnavailable,
+)
+from tests.e2e.kindops import KindManager
+from tests.e2e.providers import selected_provider
+from tests.support.docblocks import shell_blocks
 
 Obj = dict[str, Any]
+
+# Where the scenarios' gates are: files their pods wait for. On local and upstream the kubelet runs containers as
+# processes of this machine, which see this folder; on kind it is a hostPath folder of each node, which every
+# scenario Job mounts at the same path (job_body).
+GATES: Final = Path("/tmp/multiqueue-e2e-gates")
+GateOpener = Callable[[Path], Awaitable[None]]
+
+
+async def touch_here(path: Path) -> None:
+    def touch() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    await asyncio.to_thread(touch)
+
+
+def touch_on_nodes(nodes: list[str]) -> GateOpener:
+    """Opens a gate on every node of the kind clusters, whichever runs the pods that wait for it."""
+
+    async def touch(path: Path) -> None:
+        for node in nodes:
+            process = await asyncio.create_subprocess_exec(
+                "docker", "exec", node, "sh", "-c", f'mkdir -p "{path.parent}" && touch "{path}"'
+            )
+            assert await process.wait() == 0, f"could not open {path} on {node}"
+
+    return touch
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A file a scenario's pods wait for (its text is the path, for their commands), opened when they may go on."""
+
+    path: Path
+    opener: GateOpener
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    async def open(self) -> None:
+        await self.opener(self.path)
 
 
 @dataclass
@@ -42,6 +103,13 @@ class Clusters:
     kubeconfig: Path
     local_clusters: LocalClusters | None = None
     provider: str = "local"
+    gate_opener: GateOpener = touch_here
+    scenario: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    kind_manager: KindManager | None = None  # kind: the manager's Deployment, driven as an admin would
+
+    def gate(self, name: str) -> Gate:
+        """A gate of this scenario's own."""
+        return Gate(GATES / self.scenario / name, self.gate_opener)
 
     @property
     def local(self) -> LocalClusters | None:
@@ -122,6 +190,19 @@ class Clusters:
         return out.decode()
 
 
+# On kind the first scenario also waits for the session's clusters to be made (minutes, more on a cold machine).
+KIND_TIMEOUT: Final = 1200
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if selected_provider(config.getoption("--provider"), os.environ) != "kind":
+        return
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(KIND_TIMEOUT))
+
+
 @pytest.fixture(scope="session")
 def e2e_provider(request: pytest.FixtureRequest) -> str:
     return selected_provider(request.config.getoption("--provider"), os.environ)
@@ -154,25 +235,58 @@ def control_plane(e2e_provider: str) -> ControlPlane:
 
 @pytest.fixture(scope="session")
 def kind_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindEnvironment]:
-    """The kind clusters, made once for the session and deleted at its end."""
-    provider = KindProvider(REPO, tmp_path_factory.mktemp("kind"))
+    """The kind clusters, made for the session by Getting started's command (``bash hack/kind-up.sh``, run as
+    written) and deleted at its end by the one it gives for that. With $MULTIQUEUE_KIND_REUSE set, the clusters
+    hack/kind-up.sh left in its folder are used as they are and kept."""
+    if os.environ.get(REUSE_ENV):
+        workdir = Path(os.environ.get(WORKDIR_ENV) or DEFAULT_WORKDIR).expanduser()
+        yield KindEnvironment.of(REPO, workdir, KindAssets.find())
+        return
+    workdir = tmp_path_factory.mktemp("kind")
     try:
-        environment = provider.up()
+        assets = KindProvider(REPO, workdir).check()
     except KindUnavailable as exc:
         pytest.skip(str(exc))
+    up, _, down = shell_blocks(GETTING_STARTED, KIND_SECTION)
+    env = {**os.environ, WORKDIR_ENV: str(workdir), ASSETS_ENV: str(assets.folder)}
+    _run_block(up, env)
     try:
-        yield environment
+        yield KindEnvironment.of(REPO, workdir, assets)
     finally:
-        provider.down()
+        _run_block(down, env)
+
+
+def _run_block(block: str, env: dict[str, str]) -> None:
+    """A documented command block, as written, from the repository; its output goes to the test log."""
+    print(f"+ {block.strip()}", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(done.stdout + done.stderr, file=sys.stderr, flush=True)
+    assert done.returncode == 0, f"{block.strip()} exited {done.returncode}: {done.stderr[-2000:]}"
 
 
 async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters]:
     """Clients on the kind clusters; what a scenario made in ``default`` is deleted after it, so the next scenario
-    can reuse the names (user Jobs first: the manager then deletes their mirrors)."""
+    can reuse the names (user Jobs first: the manager then deletes their mirrors), and a config it changed is put
+    back. A scenario fails if the manager met a refusal of its RBAC meanwhile: deploy/ must grant what it uses."""
     clients = {
         name: await KubeClient.connect(environment.kubeconfig, name, name) for name in environment.clusters
     }
-    clusters = Clusters(clients, environment.kubeconfig, provider="kind")
+    manager = KindManager(environment, clients["management"])
+    clusters = Clusters(
+        clients,
+        environment.kubeconfig,
+        provider="kind",
+        gate_opener=touch_on_nodes(environment.nodes),
+        kind_manager=manager,
+    )
+    since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         yield clusters
     finally:
@@ -189,6 +303,14 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
                         await clusters.wait_gone(
                             resource, "default", item["metadata"]["name"], name, within=120
                         )
+            await manager.restore()
+            refused = [
+                f"{pod}: {line}"
+                for pod, log in (await manager.logs_since(since)).items()
+                for line in log.splitlines()
+                if "403 Forbidden" in line
+            ]
+            assert not refused, "the manager was refused what it needs:\n" + "\n".join(refused)
         finally:
             for client in clients.values():
                 await client.close()
@@ -210,11 +332,13 @@ async def local_clusters(
     )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
+    clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
+    scenario = Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
     try:
-        clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
-        yield Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
+        yield scenario
     finally:
         await clusters.stop(stop_pods=True)
+        shutil.rmtree(GATES / scenario.scenario, ignore_errors=True)
 
 
 @pytest.fixture
@@ -244,11 +368,13 @@ async def dispatching_clusters(
     )
     clusters = LocalClusters(config, tmp_path / "state")
     await clusters.start()
+    clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
+    scenario = Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
     try:
-        clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
-        yield Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
+        yield scenario
     finally:
         await clusters.stop(stop_pods=True)
+        shutil.rmtree(GATES / scenario.scenario, ignore_errors=True)
 
 
 def condition(obj: Obj, type_: str) -> Obj | None:
@@ -265,6 +391,15 @@ def has_condition(type_: str) -> Callable[[Obj], bool]:
     return check
 
 
+# The image the scenarios' Jobs run. Pinned: an untagged image is pulled on every start (imagePullPolicy Always),
+# and kind clusters here reach no registry; hack/build-kind-images.sh builds this one into the node image.
+BUSYBOX: Final = "busybox:1.35"
+
+
+# Mounted in every container of the scenarios' Jobs, so that gates reach them on every provider.
+GATES_MOUNT: Final = {"name": "gates", "mountPath": str(GATES)}
+
+
 def job_body(name: str, command: str, **spec: Any) -> Obj:
     return {
         "apiVersion": "batch/v1",
@@ -275,7 +410,17 @@ def job_body(name: str, command: str, **spec: Any) -> Obj:
                 "spec": {
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", command]}],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX,
+                            "command": ["sh", "-c", command],
+                            "volumeMounts": [GATES_MOUNT],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "gates", "hostPath": {"path": str(GATES), "type": "DirectoryOrCreate"}}
+                    ],
                 }
             },
             **spec,

@@ -21,7 +21,7 @@ import yaml
 from multiqueue.api.types import JOBS, NAMESPACES, PODS
 from multiqueue.kube.client import LogQuery
 from multiqueue.kube.errors import BadRequest
-from tests.e2e.conftest import Clusters, has_condition
+from tests.e2e.conftest import BUSYBOX, GATES_MOUNT, Clusters, Gate, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
 
@@ -54,11 +54,13 @@ def _changed_since(seen: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     return lambda obj: bool(obj["metadata"]["resourceVersion"] != version)
 
 
-def _two_containers(name: str, gate: Path) -> dict[str, Any]:
+def _two_containers(name: str, gate: Gate) -> dict[str, Any]:
     body = managed(name, "echo one; echo two; echo three")
     containers = body["spec"]["template"]["spec"]["containers"]
     wait = f"while [ ! -f {gate} ]; do sleep 0.1; done; echo side says hi"
-    containers.append({"name": "side", "image": "busybox", "command": ["sh", "-c", wait]})
+    containers.append(
+        {"name": "side", "image": BUSYBOX, "command": ["sh", "-c", wait], "volumeMounts": [GATES_MOUNT]}
+    )
     return body
 
 
@@ -100,7 +102,7 @@ async def test_status_prints_what_kubectl_users_ask_for(dispatching_clusters: Cl
 async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path: Path) -> None:
     clusters = dispatching_clusters
     config = _config(clusters)
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     await clusters.client().create(JOBS, _two_containers("pair", gate), "default")
     # Its main container writes three lines and ends, so the pod is never Ready: wait for those lines instead.
     user = await clusters.wait_for(
@@ -144,7 +146,7 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
     async with asyncio.timeout(30):
         first = await follow.stdout.readline()
         assert re.fullmatch(rb"\[pod/pair-\w+/main\] one\n", first), first
-        gate.touch()
+        await gate.open()
         rest, err = await follow.communicate()
     assert follow.returncode == 0, err.decode()
     assert re.search(rb"\[pod/pair-\w+/side\] side says hi\n", rest), rest
@@ -190,7 +192,7 @@ async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clus
         worker["capacity"] = capacity
     config = tmp_path / "manager.yaml"
     config.write_text(yaml.safe_dump(settings))
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     body = managed("sized", f"while [ ! -f {gate} ]; do sleep 0.1; done")
     body["spec"]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"cpu": "1500m", "memory": "512Mi"}
@@ -208,7 +210,7 @@ async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clus
     assert "jobs 0/2, cpu 0/4, memory 0/8Gi" in rows[other], out
     code, out, _ = await multiqueue("status", "--config", _config(clusters))
     assert "<unlimited>" in out, "no capacity configured"
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "sized", has_condition("Complete"))
 
 

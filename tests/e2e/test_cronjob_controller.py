@@ -22,7 +22,7 @@ from multiqueue.api.types import CRONJOBS, JOBS, PODS
 from multiqueue.controllers.cronjob import CronJobController
 from multiqueue.local.config import LocalCluster, LocalConfig
 from multiqueue.local.up import LocalClusters
-from tests.e2e.conftest import Clusters, has_condition, skip_without_embedded_controllers
+from tests.e2e.conftest import BUSYBOX, Clusters, has_condition, skip_without_embedded_controllers
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.e2e
@@ -96,9 +96,7 @@ def cronjob_body(name: str, command: str, **spec: Any) -> Obj:
                         "spec": {
                             "restartPolicy": "Never",
                             "terminationGracePeriodSeconds": 1,
-                            "containers": [
-                                {"name": "c", "image": "busybox", "command": ["sh", "-c", command]}
-                            ],
+                            "containers": [{"name": "c", "image": BUSYBOX, "command": ["sh", "-c", command]}],
                         }
                     }
                 }

@@ -18,7 +18,7 @@ import pytest
 from multiqueue.api.types import JOBS
 from multiqueue.dashboard import server as dashboard
 from multiqueue.dashboard.live import Timings
-from tests.e2e.conftest import Clusters
+from tests.e2e.conftest import BUSYBOX, Clusters
 from tests.support.browser import Page, launch
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def job(name: str, script: str | None = None, pin: str | None = None) -> dict[st
                     "containers": [
                         {
                             "name": "main",
-                            "image": "busybox",
+                            "image": BUSYBOX,
                             "command": ["sh", "-c", script or f"echo hello from {name}"],
                         }
                     ],

@@ -68,7 +68,7 @@ async def test_mirror_carries_origin_and_drops_managed_by(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
     clusters = dispatching_clusters
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     user = await clusters.client().create(
         JOBS, managed("slow", f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default"
     )
@@ -80,14 +80,14 @@ async def test_mirror_carries_origin_and_drops_managed_by(
     assert mirror["metadata"]["annotations"][ORIGIN_UID_ANNOTATION] == user["metadata"]["uid"]
     assert mirror["metadata"]["uid"] != user["metadata"]["uid"]
     assert not mirror["metadata"].get("ownerReferences")
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "slow", has_condition("Complete"))
 
 
 async def test_suspend_and_resume_keep_progress(dispatching_clusters: Clusters, tmp_path: Path) -> None:
     clusters = dispatching_clusters
     management = clusters.client()
-    gate = tmp_path / "go"
+    gate = clusters.gate("go")
     command = f'if [ "$JOB_COMPLETION_INDEX" -lt 3 ] || [ -f {gate} ]; then echo ok; else sleep 60; fi'
     await management.create(
         JOBS, managed("pausable", command, completionMode="Indexed", completions=6, parallelism=6), "default"
@@ -104,7 +104,7 @@ async def test_suspend_and_resume_keep_progress(dispatching_clusters: Clusters, 
         lambda j: has_condition("Suspended")(j) and not (j.get("status") or {}).get("active"),
     )
     assert suspended["status"]["completedIndexes"] == "0-2"
-    gate.touch()
+    await gate.open()
     await management.patch(JOBS, "pausable", {"spec": {"suspend": False}}, "default")
     done = await clusters.wait_for(JOBS, "default", "pausable", has_condition("Complete"))
     assert done["status"]["completedIndexes"] == "0-5"
@@ -208,7 +208,7 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
 ) -> None:
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     await clusters.client().create(
         JOBS, managed("survivor", f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default"
     )
@@ -219,7 +219,7 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
     await clusters.local.manager.stop()
     clusters.local.manager = Manager(config)
     await clusters.local.manager.start()
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "survivor", has_condition("Complete"))
     other = "worker-2" if worker == "worker-1" else "worker-1"
     with pytest.raises(NotFound):
@@ -236,7 +236,7 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     config = clusters.local.manager.config
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     command = f"echo hello from $JOB_COMPLETION_INDEX; while [ ! -f {gate} ]; do sleep 0.1; done"
     await clusters.client().create(
         JOBS, managed("chatty", command, completionMode="Indexed", completions=2, parallelism=2), "default"
@@ -263,7 +263,7 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     assert [text.strip() for _, text in only] == ["hello from 1"]
     with pytest.raises(inspect.LogsError):
         await inspect.logs(config, "missing", "default", inspect.LogOptions())
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
 
 
@@ -403,7 +403,7 @@ async def test_a_job_that_fits_nowhere_waits_for_capacity(
     clusters.local.manager = Manager(config)
     await clusters.local.manager.start()
     management = clusters.client()
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     for name in ("one", "two"):
         await management.create(JOBS, managed(name, f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default")
         await clusters.wait_for(JOBS, "default", name, placed)
@@ -420,7 +420,7 @@ async def test_a_job_that_fits_nowhere_waits_for_capacity(
     assert events[0]["message"] == "waiting for capacity: jobs"
     waiting = await management.get(JOBS, "three", "default")
     assert CLUSTER_LABEL not in (waiting["metadata"].get("labels") or {})
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "three", has_condition("Complete"))
 
 

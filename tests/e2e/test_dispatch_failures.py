@@ -24,7 +24,7 @@ from multiqueue.dispatch.sweep import garbage
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.kube.informer import Handlers
-from tests.e2e.conftest import Clusters, has_condition, job_body
+from tests.e2e.conftest import Clusters, Gate, has_condition, job_body
 from tests.e2e.test_dispatch import managed, placed
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,7 @@ async def wait_for_event(
                 return dict(event["object"])
 
 
-def gated(name: str, gate: Path, **spec: Any) -> Obj:
+def gated(name: str, gate: Gate, **spec: Any) -> Obj:
     return managed(name, f"while [ ! -f {gate} ]; do sleep 0.1; done", **spec)
 
 
@@ -65,7 +65,7 @@ async def test_jobs_of_a_lost_worker_finish_on_another_and_its_stale_mirror_goes
     clusters = dispatching_clusters
     assert clusters.local is not None
     manager = await restart_manager(clusters, worker_lost_timeout=2.0)
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     # Index 0 finishes at once, index 1 runs until the gate opens: the loss comes between the two.
     command = f'[ "$JOB_COMPLETION_INDEX" = 0 ] && exit 0; while [ ! -f {gate} ]; do sleep 0.1; done'
     body = managed("moving", command, completions=2, parallelism=2, completionMode="Indexed")
@@ -85,7 +85,7 @@ async def test_jobs_of_a_lost_worker_finish_on_another_and_its_stale_mirror_goes
     event = await wait_for_event(clusters.client(), "moving", "Redispatched")
     assert event["type"] == "Warning" and f"worker {lost} was unreachable" in event["message"]
     assert not any(c.get("type") in ("Complete", "Failed") for c in moved["status"].get("conditions") or [])
-    gate.touch()
+    await gate.open()
     done = await clusters.wait_for(JOBS, "default", "moving", has_condition("Complete"), within=60)
     assert (done["status"]["succeeded"], done["status"]["completedIndexes"]) == (2, "0,1")
     pods, _ = await clusters.client(other).list(
@@ -114,7 +114,7 @@ async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_
     manager = await restart_manager(clusters, worker_lost_timeout=60.0)
     dispatcher = manager.dispatcher
     assert dispatcher is not None
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     await clusters.client().create(JOBS, gated("staying", gate), "default")
     user = await clusters.wait_for(JOBS, "default", "staying", placed)
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
@@ -131,7 +131,7 @@ async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_
         while not informer.healthy:
             informer.health_changed.clear()
             await informer.health_changed.wait()
-    gate.touch()
+    await gate.open()
     done = await clusters.wait_for(JOBS, "default", "staying", has_condition("Complete"), within=60)
     assert done["metadata"]["labels"][CLUSTER_LABEL] == worker
     assert dispatcher.metrics.redispatched == {}
@@ -160,23 +160,23 @@ async def test_waiting_jobs_get_capacity_by_priority_then_age(
     # Priority admission refuses pods that name a class the cluster lacks.
     for cluster in ("management", workers[0].name):
         await clusters.client(cluster).create(PRIORITY_CLASSES, high)
-    gate = tmp_path / "gate"
+    gate = clusters.gate("gate")
     await management.create(JOBS, gated("blocker", gate), "default")
     await clusters.wait_for(JOBS, "default", "blocker", placed)
-    await management.create(JOBS, gated("low", tmp_path / "low-gate"), "default")
+    await management.create(JOBS, gated("low", clusters.gate("low-gate")), "default")
     await wait_for_event(management, "low", "Pending")
-    urgent = gated("urgent", tmp_path / "urgent-gate")
+    urgent = gated("urgent", clusters.gate("urgent-gate"))
     urgent["spec"]["template"]["spec"]["priorityClassName"] = "high"
     await management.create(JOBS, urgent, "default")
     pending = await wait_for_event(management, "urgent", "Pending")
     assert pending["message"] == "waiting for capacity: jobs"
 
-    gate.touch()
+    await gate.open()
     await clusters.wait_for(JOBS, "default", "urgent", placed, within=60)
     low = await management.get(JOBS, "low", "default")
     assert not placed(low), "the older Job of lower priority still waits"
-    (tmp_path / "urgent-gate").touch()
-    (tmp_path / "low-gate").touch()
+    await clusters.gate("urgent-gate").open()
+    await clusters.gate("low-gate").open()
     await clusters.wait_for(JOBS, "default", "low", has_condition("Complete"), within=60)
 
 
@@ -259,6 +259,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
     """The periodic sweep on its own: this manager does not lead (another holds the Lease), so no sync runs and
     only :meth:`Dispatcher.collect_garbage` can delete anything."""
     clusters = dispatching_clusters
+    assert clusters.local is not None, "drives the in-process manager's sweep"
     management = clusters.client()
     await management.get(NAMESPACES, "multiqueue-system")  # local up makes the manager's namespace
     await management.create(

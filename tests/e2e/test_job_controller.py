@@ -46,7 +46,7 @@ async def test_suspend_part_way_then_resume_keeps_completed_indexes(
     local_clusters: Clusters, tmp_path: Path
 ) -> None:
     client = local_clusters.client()
-    gate = tmp_path / "go"
+    gate = local_clusters.gate("go")
     command = f'if [ "$JOB_COMPLETION_INDEX" -lt 2 ] || [ -f {gate} ]; then echo done; else sleep 60; fi'
     await client.create(
         JOBS, job_body("pausable", command, completionMode="Indexed", completions=4, parallelism=4), "default"
@@ -63,7 +63,7 @@ async def test_suspend_part_way_then_resume_keeps_completed_indexes(
     )
     assert suspended["status"]["completedIndexes"] == "0,1"
     assert suspended["status"].get("failed", 0) == 0, "pods stopped by suspension are not failures"
-    gate.touch()
+    await gate.open()
     await client.patch(JOBS, "pausable", {"spec": {"suspend": False}}, "default")
     done = await local_clusters.wait_for(JOBS, "default", "pausable", has_condition("Complete"))
     assert done["status"]["completedIndexes"] == "0-3"

@@ -25,7 +25,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
-from tests.e2e.conftest import condition
+from tests.e2e.conftest import BUSYBOX, condition
 
 MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manager named multiqueue
 
@@ -61,7 +61,7 @@ def job(name: str, duration: float) -> Obj:
             "managedBy": "multiqueue.dev/dispatcher",
             "template": {
                 "metadata": {"annotations": {SIMULATE_DURATION: f"{duration:.2f}"}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": BUSYBOX}]},
             },
         },
     }

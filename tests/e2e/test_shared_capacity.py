@@ -28,6 +28,7 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.local.config import ControlPlane
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
+from tests.e2e.conftest import BUSYBOX
 from tests.support.dispatching import (
     JOBGROUPS,
     JobGroupRunner,
@@ -103,7 +104,7 @@ async def shared_worker(control_plane: ControlPlane, tmp_path: Path) -> AsyncIte
 def pod_template(cpu: str, seconds: float, priority_class: str | None = None) -> Obj:
     spec: Obj = {
         "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+        "containers": [{"name": "main", "image": BUSYBOX, "resources": {"requests": {"cpu": cpu}}}],
     }
     if priority_class is not None:
         spec["priorityClassName"] = priority_class

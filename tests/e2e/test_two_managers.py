@@ -37,6 +37,7 @@ from multiqueue.kube.errors import Forbidden
 from multiqueue.local.config import ControlPlane
 from multiqueue.local.kubelet import SIMULATE_DURATION
 from multiqueue.local.up import LocalClusters
+from tests.e2e.conftest import BUSYBOX
 from tests.support.dispatching import (
     Recorder,
     clients_of,
@@ -112,7 +113,7 @@ def simulated_job(name: str, managed_by: str, seconds: float, namespace: str = N
             "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": {SIMULATE_DURATION: f"{seconds:.2f}"}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": BUSYBOX}]},
             },
         },
     }

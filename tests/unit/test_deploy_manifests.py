@@ -250,7 +250,7 @@ def test_secrets_and_leases_only_in_the_managers_namespace(management: list[Obj]
     role = one(management, "Role", "multiqueue-manager")
     assert role["metadata"]["namespace"] == namespace == "multiqueue-system"
     assert rules_of(role) == {
-        ("coordination.k8s.io", "leases", frozenset({"get", "create", "update"})),
+        ("coordination.k8s.io", "leases", frozenset({"get", "list", "create", "update"})),
         ("", "secrets", frozenset({"get", "list", "watch"})),
     }
     for cluster_role in (o for o in management if o["kind"] == "ClusterRole"):

@@ -10,37 +10,43 @@ import pytest
 import yaml
 
 from tests.e2e.kind import (
-    IMAGE,
+    ASSETS_ENV,
+    REPO,
     Command,
     CommandFailed,
+    KindAssets,
     KindProvider,
     KindUnavailable,
+    delete_all,
+    guide_blocks,
     missing_tool,
-    selected_provider,
 )
+from tests.e2e.providers import selected_provider
+from tests.support.docblocks import shell_blocks
 
-REPO = Path("/src/multiqueue")
+NODE_IMAGE = "multiqueue.local/kind/node:v1.37.2"
 
 
 class RecordingRunner:
-    """Records each command; acts as kind does on ``create cluster`` (adds its context to the kubeconfig) and
-    answers ``get kubeconfig --internal``; fails the first command that contains ``fail_on``."""
+    """Records each command; acts as kind does on ``create cluster`` (adds the context of the cluster its config
+    names to the kubeconfig) and on ``get clusters``; fails the first command that contains ``fail_on``."""
 
-    def __init__(self, fail_on: str | None = None) -> None:
+    def __init__(self, fail_on: str | None = None, existing: tuple[str, ...] = ()) -> None:
         self.commands: list[Command] = []
         self.fail_on = fail_on
+        self.existing = existing
 
     def __call__(self, command: Command) -> str:
         self.commands.append(command)
         line = " ".join(command.argv)
         if self.fail_on is not None and self.fail_on in line:
-            raise CommandFailed(command, 1, f"{command.argv[0]}: it went wrong")
+            raise CommandFailed(command, 1, f"{Path(command.argv[0]).name}: it went wrong")
         argv = command.argv
-        if argv[:3] == ("kind", "create", "cluster"):
-            self._add_context(Path(_flag(argv, "--kubeconfig")), _flag(argv, "--name"))
-        if argv[:4] == ("kind", "get", "kubeconfig", "--internal"):
-            name = _flag(argv, "--name")
-            return yaml.safe_dump(_kubeconfig_of(name, f"https://{name}-control-plane:6443"))
+        if argv[1:3] == ("create", "cluster"):
+            name = yaml.safe_load(Path(_flag(argv, "--config")).read_text())["name"]
+            self._add_context(Path(_flag(argv, "--kubeconfig")), name)
+        if argv[1:3] == ("get", "clusters"):
+            return "\n".join(self.existing) + "\n"
         return ""
 
     @property
@@ -79,63 +85,88 @@ def everything_on_path(tool: str) -> str | None:
     return f"/usr/bin/{tool}"
 
 
-def provider(tmp_path: Path, runner: RecordingRunner) -> KindProvider:
-    return KindProvider(REPO, tmp_path / "kind", runner=runner, which=everything_on_path)
+@pytest.fixture
+def assets(tmp_path: Path) -> KindAssets:
+    """What hack/build-kind-images.sh leaves: an executable kind and the node image's name."""
+    folder = tmp_path / "assets"
+    folder.mkdir()
+    (folder / "kind").write_text("#!/bin/sh\n")
+    (folder / "kind").chmod(0o755)
+    (folder / "node-image").write_text(NODE_IMAGE + "\n")
+    return KindAssets(folder)
 
 
-def expected_up(kubeconfig: Path) -> list[str]:
-    kc = str(kubeconfig)
-    mgmt = f"kubectl --kubeconfig {kc} --context kind-mq-management"
-    register = (
-        f"bash {REPO}/deploy/register-worker.sh --name {{w}} --worker-context kind-mq-{{w}} "
-        f"--management-context kind-mq-management --server https://mq-{{w}}-control-plane:6443 --labels {{labels}}"
-    )
+def provider(tmp_path: Path, runner: RecordingRunner, assets: KindAssets) -> KindProvider:
+    environ = {ASSETS_ENV: str(assets.folder), "PATH": "/usr/bin"}
+    return KindProvider(REPO, tmp_path / "kind", runner=runner, which=everything_on_path, environ=environ)
+
+
+def expected_up(kind: KindProvider, assets: KindAssets) -> list[str]:
+    kc = str(kind.kind_kubeconfig)
+    creates = [
+        f"{assets.kind} create cluster --config {REPO}/clusters/kind-{cluster}.yaml --image {NODE_IMAGE} "
+        f"--kubeconfig {kc} --wait 120s"
+        for cluster in ("management", "worker-1", "worker-2")
+    ]
     return [
         "docker info --format {{.ServerVersion}}",
-        f"kind create cluster --name mq-management --config {REPO}/clusters/kind-management.yaml --kubeconfig {kc} --wait 120s",
-        f"kind create cluster --name mq-worker-1 --config {REPO}/clusters/kind-worker-1.yaml --kubeconfig {kc} --wait 120s",
-        f"kind create cluster --name mq-worker-2 --config {REPO}/clusters/kind-worker-2.yaml --kubeconfig {kc} --wait 120s",
-        f"docker build -f {REPO}/deploy/Dockerfile -t {IMAGE} {REPO}",
-        f"kind load docker-image {IMAGE} --name mq-management",
-        f"{mgmt} apply -k {REPO}/deploy",
-        "kind get kubeconfig --internal --name mq-worker-1",
-        register.format(w="worker-1", labels='{"region": "eu"}'),
-        "kind get kubeconfig --internal --name mq-worker-2",
-        register.format(w="worker-2", labels='{"region": "us"}'),
-        f"{mgmt} -n multiqueue-system wait --for=condition=Available deployment/multiqueue-manager --timeout=300s",
+        *creates,
+        *(f"bash -euo pipefail -c {block}" for block in guide_blocks()),
+        f"kubectl --kubeconfig {kc} --context kind-mq-management -n multiqueue-system wait "
+        "--for=condition=Available deployment/multiqueue-manager --timeout=300s",
     ]
 
 
-def deletions(kubeconfig: Path, *names: str) -> list[str]:
-    return [f"kind delete cluster --name {name} --kubeconfig {kubeconfig}" for name in names]
+def deletions(kind: KindProvider, assets: KindAssets, *names: str) -> list[str]:
+    return [
+        f"{assets.kind} delete cluster --name {name} --kubeconfig {kind.kind_kubeconfig}" for name in names
+    ]
 
 
-def test_up_issues_every_step_in_order_and_down_deletes_newest_first(tmp_path: Path) -> None:
+def test_up_issues_every_step_in_order_and_down_deletes_newest_first(
+    tmp_path: Path, assets: KindAssets
+) -> None:
     runner = RecordingRunner()
-    kind = provider(tmp_path, runner)
+    kind = provider(tmp_path, runner, assets)
     environment = kind.up()
-    assert runner.lines == expected_up(kind.kind_kubeconfig)
+    assert runner.lines == expected_up(kind, assets)
     kind.down()
-    assert runner.lines[len(expected_up(kind.kind_kubeconfig)) :] == deletions(
-        kind.kind_kubeconfig, "mq-worker-2", "mq-worker-1", "mq-management"
+    assert runner.lines[len(expected_up(kind, assets)) :] == deletions(
+        kind, assets, "mq-worker-2", "mq-worker-1", "mq-management"
     )
     assert environment.clusters == ["management", "worker-1", "worker-2"]
 
 
-def test_only_the_registration_script_gets_the_kind_kubeconfig_through_the_environment(
-    tmp_path: Path,
+def test_the_admin_guides_install_and_register_blocks_run_as_written_in_the_repository(
+    tmp_path: Path, assets: KindAssets
 ) -> None:
     runner = RecordingRunner()
-    kind = provider(tmp_path, runner)
+    kind = provider(tmp_path, runner, assets)
     kind.up()
-    with_env = [c for c in runner.commands if c.env]
-    assert [c.argv[1] for c in with_env] == [f"{REPO}/deploy/register-worker.sh"] * 2
-    assert all(dict(c.env) == {"KUBECONFIG": str(kind.kind_kubeconfig)} for c in with_env)
+    guide = [c for c in runner.commands if c.argv[0] == "bash"]
+    install, register = guide_blocks()
+    assert [c.argv[-1] for c in guide] == [install, register]
+    assert "docker build -f deploy/Dockerfile" in install and "apply -k deploy/" in install
+    assert register.count("deploy/register-worker.sh") == 2
+    for command in guide:
+        assert command.cwd == REPO
+        env = dict(command.env)
+        assert env["KUBECONFIG"] == str(kind.kind_kubeconfig)
+        assert env["PATH"] == f"{assets.folder}:/usr/bin", "the kind command built here comes first"
+    assert not [c for c in runner.commands if c.argv[0] != "bash" and c.env], (
+        "only the guide's blocks get env"
+    )
 
 
-def test_scenarios_get_contexts_named_after_the_clusters(tmp_path: Path) -> None:
+def test_getting_started_brings_the_clusters_up_and_down_with_kind_up(tmp_path: Path) -> None:
+    up, _, down = shell_blocks("docs/getting-started.md", "## Trying it on kind")
+    assert up.strip() == "bash hack/kind-up.sh"
+    assert down.strip() == "bash hack/kind-up.sh --down"
+
+
+def test_scenarios_get_contexts_named_after_the_clusters(tmp_path: Path, assets: KindAssets) -> None:
     runner = RecordingRunner()
-    environment = provider(tmp_path, runner).up()
+    environment = provider(tmp_path, runner, assets).up()
     config = yaml.safe_load(environment.kubeconfig.read_text())
     contexts = {c["name"]: c["context"]["cluster"] for c in config["contexts"]}
     assert contexts == {
@@ -152,52 +183,64 @@ def test_scenarios_get_contexts_named_after_the_clusters(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("failing", "created"),
     [
-        ("kind create cluster --name mq-management", []),
-        ("kind create cluster --name mq-worker-2", ["mq-worker-1", "mq-management"]),
+        ("--config /src/x/clusters/kind-management.yaml", []),
+        ("kind-worker-2.yaml", ["mq-worker-1", "mq-management"]),
         ("docker build", ["mq-worker-2", "mq-worker-1", "mq-management"]),
-        ("kind load docker-image", ["mq-worker-2", "mq-worker-1", "mq-management"]),
-        ("apply -k", ["mq-worker-2", "mq-worker-1", "mq-management"]),
-        (
-            "kind get kubeconfig --internal --name mq-worker-1",
-            ["mq-worker-2", "mq-worker-1", "mq-management"],
-        ),
         ("register-worker.sh --name worker-2", ["mq-worker-2", "mq-worker-1", "mq-management"]),
         ("--for=condition=Available", ["mq-worker-2", "mq-worker-1", "mq-management"]),
     ],
 )
 def test_a_failed_step_stops_the_run_and_deletes_only_the_clusters_it_created(
-    tmp_path: Path, failing: str, created: list[str]
+    tmp_path: Path, assets: KindAssets, failing: str, created: list[str]
 ) -> None:
+    failing = failing.replace("/src/x", str(REPO))
     runner = RecordingRunner(fail_on=failing)
-    kind = provider(tmp_path, runner)
+    kind = provider(tmp_path, runner, assets)
     with pytest.raises(CommandFailed, match="it went wrong"):
         kind.up()
-    planned = expected_up(kind.kind_kubeconfig)
+    planned = expected_up(kind, assets)
     failed_at = next(i for i, line in enumerate(planned) if failing in line)
-    assert runner.lines == [*planned[: failed_at + 1], *deletions(kind.kind_kubeconfig, *created)]
+    assert runner.lines == [*planned[: failed_at + 1], *deletions(kind, assets, *created)]
     assert kind.created == []
 
 
 def test_a_failed_deletion_does_not_stop_the_others(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, assets: KindAssets, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runner = RecordingRunner()
-    kind = provider(tmp_path, runner)
+    kind = provider(tmp_path, runner, assets)
     kind.up()
-    runner.fail_on = "kind delete cluster --name mq-worker-1"
+    runner.fail_on = "delete cluster --name mq-worker-1"
     kind.down()
-    assert runner.lines[-3:] == deletions(kind.kind_kubeconfig, "mq-worker-2", "mq-worker-1", "mq-management")
-    assert "clean-up failed: kind delete cluster --name mq-worker-1" in capsys.readouterr().err
+    assert runner.lines[-3:] == deletions(kind, assets, "mq-worker-2", "mq-worker-1", "mq-management")
+    assert "clean-up failed: " in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("absent", ["docker", "kind", "kubectl", "bash"])
-def test_a_missing_tool_is_the_skip_reason_and_nothing_runs(tmp_path: Path, absent: str) -> None:
+def test_down_deletes_only_the_clusters_of_clusters_that_exist(
+    tmp_path: Path, assets: KindAssets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ASSETS_ENV, str(assets.folder))
+    runner = RecordingRunner(existing=("mq-worker-1", "someone-elses", "mq-management"))
+    assert delete_all(REPO, tmp_path, runner) == ["mq-worker-1", "mq-management"]
+    kind = KindProvider(REPO, tmp_path)
+    assert runner.lines == [
+        f"{assets.kind} get clusters",
+        *deletions(kind, assets, "mq-worker-1", "mq-management"),
+    ]
+
+
+@pytest.mark.parametrize("absent", ["docker", "kubectl", "bash"])
+def test_a_missing_tool_is_the_skip_reason_and_nothing_runs(
+    tmp_path: Path, assets: KindAssets, absent: str
+) -> None:
     runner = RecordingRunner()
 
     def which(tool: str) -> str | None:
         return None if tool == absent else f"/usr/bin/{tool}"
 
-    kind = KindProvider(REPO, tmp_path / "kind", runner=runner, which=which)
+    kind = KindProvider(
+        REPO, tmp_path / "kind", runner=runner, which=which, environ={ASSETS_ENV: str(assets.folder)}
+    )
     with pytest.raises(KindUnavailable) as raised:
         kind.up()
     assert str(raised.value) == f"kind provider skipped: {absent} not found on PATH"
@@ -205,9 +248,32 @@ def test_a_missing_tool_is_the_skip_reason_and_nothing_runs(tmp_path: Path, abse
     assert missing_tool(which) == str(raised.value)
 
 
-def test_a_docker_daemon_that_does_not_answer_is_the_skip_reason(tmp_path: Path) -> None:
+def test_images_not_built_are_the_skip_reason_naming_the_build_command(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    environ = {"MULTIQUEUE_KIND_CACHE": str(tmp_path / "cache")}
+    kind = KindProvider(REPO, tmp_path / "kind", runner=runner, which=everything_on_path, environ=environ)
+    with pytest.raises(KindUnavailable, match=r"build them with `bash hack/build-kind-images.sh`") as raised:
+        kind.up()
+    assert str(tmp_path / "cache" / "v1.37.2") in str(raised.value)
+    assert runner.commands == []
+
+
+def test_the_assets_folder_comes_from_the_environment_then_the_cache(
+    tmp_path: Path, assets: KindAssets
+) -> None:
+    assert KindAssets.find({ASSETS_ENV: str(assets.folder)}) == assets
+    assert KindAssets.find({ASSETS_ENV: str(assets.folder)}).node_image == NODE_IMAGE
+    cache = tmp_path / "cache"
+    (cache / "v1.37.2").mkdir(parents=True)
+    for name in ("kind", "node-image"):
+        (cache / "v1.37.2" / name).write_bytes((assets.folder / name).read_bytes())
+    (cache / "v1.37.2" / "kind").chmod(0o755)
+    assert KindAssets.find({"MULTIQUEUE_KIND_CACHE": str(cache)}).folder == cache / "v1.37.2"
+
+
+def test_a_docker_daemon_that_does_not_answer_is_the_skip_reason(tmp_path: Path, assets: KindAssets) -> None:
     runner = RecordingRunner(fail_on="docker info")
-    kind = provider(tmp_path, runner)
+    kind = provider(tmp_path, runner, assets)
     with pytest.raises(KindUnavailable, match=r"Docker daemon does not answer \(docker: it went wrong\)"):
         kind.up()
     assert runner.lines == ["docker info --format {{.ServerVersion}}"]

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools records what hack/build-kind-images.sh builds from sigs.k8s.io/cri-tools, so that go.mod/go.sum pin every
+// module it needs.
+package tools
+
+import (
+	_ "sigs.k8s.io/cri-tools/cmd/crictl"
+)

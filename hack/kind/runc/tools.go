@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools records what hack/build-kind-images.sh builds from github.com/opencontainers/runc, so that go.mod/go.sum pin every
+// module it needs.
+package tools
+
+import (
+	_ "github.com/opencontainers/runc"
+)

@@ -1,0 +1,161 @@
+"""What a scenario does to the kind clusters from outside, as an admin would: kubectl with the kind kubeconfig,
+the manager's Deployment, ConfigMap and leader Lease, and the node containers through Docker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from multiqueue.api.types import LEASES
+from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.kube.client import KubeClient
+from multiqueue.kube.informer import Informer
+from tests.e2e.kind import DEPLOYMENT, NAMESPACE, REPO, KindEnvironment, kind_cluster_name
+from tests.support.waiting import Changes
+
+Obj = dict[str, Any]
+LEASE: Final = "multiqueue-manager"  # deploy/config.yaml's leaderElection.leaseName
+CONFIG_KEY: Final = "config.yaml"
+
+
+class CommandError(AssertionError):
+    """A command a scenario ran failed; the message has its output."""
+
+
+async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
+    """Run a command; its stdout, or :class:`CommandError` with its stderr when it fails and ``check``."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate(stdin.encode() if stdin is not None else None)
+    if check and process.returncode != 0:
+        raise CommandError(f"{' '.join(argv)} exited {process.returncode}: {err.decode().strip()}")
+    return out.decode()
+
+
+def node(cluster: str) -> str:
+    """The node container of a scenario cluster (management, worker-1, ...)."""
+    return f"{kind_cluster_name(REPO, cluster)}-control-plane"
+
+
+@dataclass
+class KindManager:
+    """The manager as deploy/ installs it on the management cluster."""
+
+    environment: KindEnvironment
+    client: KubeClient  # the management cluster, with the scenario's (admin) credentials
+    # The ConfigMap's config as it was before a scenario changed it (None: unchanged).
+    original: str | None = None
+    rollouts: list[float] = field(default_factory=list)  # seconds each restart took
+
+    async def kubectl(self, *args: str, cluster: str = "management", stdin: str | None = None) -> str:
+        return await run(
+            "kubectl",
+            "--kubeconfig",
+            str(self.environment.kubeconfig),
+            "--context",
+            cluster,
+            *args,
+            stdin=stdin,
+        )
+
+    async def manager_kubectl(self, *args: str, stdin: str | None = None) -> str:
+        return await self.kubectl("-n", NAMESPACE, *args, stdin=stdin)
+
+    async def config_map(self) -> tuple[str, str]:
+        """The name of the ConfigMap the Deployment mounts (kustomize suffixes a hash) and its config."""
+        deployment = yaml.safe_load(await self.manager_kubectl("get", "deployment", DEPLOYMENT, "-o", "yaml"))
+        (name,) = [
+            v["configMap"]["name"]
+            for v in deployment["spec"]["template"]["spec"]["volumes"]
+            if "configMap" in v
+        ]
+        found = yaml.safe_load(await self.manager_kubectl("get", "configmap", name, "-o", "yaml"))
+        return name, str(found["data"][CONFIG_KEY])
+
+    async def reconfigure(self, **changes: Any) -> None:
+        """Change the config (ManagerConfig field names) in its ConfigMap and roll the Deployment, as an admin
+        changing deploy/config.yaml would; :meth:`restore` puts the old config back."""
+        name, text = await self.config_map()
+        if self.original is None:
+            self.original = text
+        document = yaml.safe_load(text)
+        changed = ManagerConfig.model_validate(document).model_copy(update=changes)
+        dumped = changed.model_dump(mode="json", by_alias=True)
+        for field_name in changes:
+            key = ManagerConfig.model_fields[field_name].alias or field_name
+            document[key] = dumped[key]
+        await self._write_and_roll(name, yaml.safe_dump(document, sort_keys=False))
+
+    async def restore(self) -> None:
+        if self.original is None:
+            return
+        name, _ = await self.config_map()
+        original, self.original = self.original, None
+        await self._write_and_roll(name, original)
+
+    async def _write_and_roll(self, name: str, text: str) -> None:
+        patch = yaml.safe_dump({"data": {CONFIG_KEY: text}})
+        await self.manager_kubectl(
+            "patch", "configmap", name, "--type=merge", "--patch-file=/dev/stdin", stdin=patch
+        )
+        await self.roll()
+
+    async def roll(self) -> None:
+        """Restart every replica (one at a time, as the Deployment's strategy says) and wait for a leader."""
+        started = time.monotonic()
+        await self.manager_kubectl("rollout", "restart", f"deployment/{DEPLOYMENT}")
+        await self.manager_kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=300s")
+        pods = set(await self.pods())
+        await self.until_leader(lambda holder: holder in pods)
+        self.rollouts.append(time.monotonic() - started)
+
+    async def pods(self) -> list[str]:
+        """The manager's running Pods."""
+        out = await self.manager_kubectl(
+            "get", "pods", "-l", "app.kubernetes.io/component=manager", "--field-selector=status.phase=Running",
+            "-o", "jsonpath={.items[*].metadata.name}",
+        )  # fmt: skip
+        return out.split()
+
+    async def until_leader(self, holds: Callable[[str], bool], within: float = 60.0) -> str:
+        """Watch the leader Lease until the Pod holding it is one ``holds`` accepts; that Pod's name (a manager's
+        identity is its Pod's name, then ``_`` and a suffix)."""
+        informer = Informer(self.client, LEASES, NAMESPACE, field_selector=f"metadata.name={LEASE}")
+        changes = Changes(informer)
+
+        def holder() -> str:
+            lease = informer.get(f"{NAMESPACE}/{LEASE}") or {}
+            return str((lease.get("spec") or {}).get("holderIdentity") or "").rsplit("_", 1)[0]
+
+        informer.start()
+        try:
+            await changes.until(lambda: bool(holder()) and holds(holder()), within)
+            return holder()
+        finally:
+            await informer.stop()
+
+    async def container_pid(self, pod: str) -> int:
+        """The manager process of a Pod, as the management node sees it."""
+        status = yaml.safe_load(await self.manager_kubectl("get", "pod", pod, "-o", "yaml"))["status"]
+        container = status["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        pid = await run(
+            "docker", "exec", node("management"), "crictl", "inspect", "--output", "go-template",
+            "--template", "{{.info.pid}}", container,
+        )  # fmt: skip
+        return int(pid.strip())
+
+    async def logs_since(self, since: str) -> dict[str, str]:
+        """Each running manager Pod's log from ``since`` (RFC 3339) on."""
+        return {
+            pod: await self.manager_kubectl("logs", pod, f"--since-time={since}", "--all-containers")
+            for pod in await self.pods()
+        }

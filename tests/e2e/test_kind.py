@@ -1,0 +1,335 @@
+"""What only real clusters show: the manager as deploy/ installs it (a Deployment of two replicas with only its
+ServiceAccount), its Pods killed while Jobs run, a worker's node frozen by Docker, the RBAC that deploy/ and
+register-worker.sh grant, and a user's own kubeconfig. These run on the kind provider only."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS
+from tests.e2e.conftest import Clusters, has_condition, job_body
+from tests.e2e.kind import DEFAULT_WORKDIR, GETTING_STARTED, IMAGE, KIND_SECTION, NAMESPACE, REPO
+from tests.e2e.kindops import KindManager, node, run
+from tests.support.docblocks import shell_blocks
+
+pytestmark = pytest.mark.e2e
+Obj = dict[str, Any]
+MANAGED_BY: Final = "multiqueue.dev/dispatcher"
+CLUSTER_LABEL: Final = "multiqueue.dev/cluster"
+PIN_LABEL: Final = "multiqueue.dev/requested-cluster"
+MANAGER: Final = f"system:serviceaccount:{NAMESPACE}:multiqueue-manager"
+JOBS_UNDER_KILL: Final = 100
+
+
+@dataclass
+class OnKind:
+    clusters: Clusters
+    manager: KindManager  # the manager deploy/ installed
+
+
+@pytest.fixture
+def kind(request: pytest.FixtureRequest, e2e_provider: str) -> OnKind:
+    """The kind clusters; the scenario skips, saying why, on the providers that have no deployed manager."""
+    if e2e_provider != "kind":
+        reason = (
+            "kind only: this scenario needs the manager deployed from deploy/ on real clusters, which the "
+            f"{e2e_provider} provider does not have"
+        )
+        print(reason)
+        pytest.skip(reason)
+    clusters: Clusters = request.getfixturevalue("dispatching_clusters")
+    assert clusters.kind_manager is not None
+    return OnKind(clusters, clusters.kind_manager)
+
+
+def managed(name: str, command: str, **spec: Any) -> Obj:
+    return job_body(name, command, managedBy=MANAGED_BY, **spec)
+
+
+def pods_of(pods: list[Obj]) -> Counter[str]:
+    return Counter(p["metadata"]["labels"].get("batch.kubernetes.io/job-name", "") for p in pods)
+
+
+async def test_the_manager_runs_from_the_image_built_here_with_only_its_service_account(
+    kind: OnKind,
+) -> None:
+    manager = kind.manager
+    listed = await manager.manager_kubectl(
+        "get", "pods", "-l", "app.kubernetes.io/component=manager", "-o", "json"
+    )
+    pods = json.loads(listed)["items"]
+    assert len(pods) == 2
+    built = (await run("docker", "image", "inspect", "--format", "{{.Id}}", IMAGE)).strip()
+    loaded = json.loads(
+        await run(
+            "docker",
+            "exec",
+            node("management"),
+            "crictl",
+            "inspecti",
+            "-o",
+            "json",
+            f"docker.io/library/{IMAGE}",
+        )
+    )
+    assert loaded["status"]["id"] == built, "the node runs the image docker built here"
+    for pod in pods:
+        spec, status = pod["spec"], pod["status"]
+        assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "True"
+        assert status["containerStatuses"][0]["image"] == f"docker.io/library/{IMAGE}"
+        assert spec["serviceAccountName"] == "multiqueue-manager"
+        (container,) = spec["containers"]
+        assert not container.get("env") and not container.get("envFrom"), "no credentials but the account's"
+        mounted = {m["mountPath"] for m in container["volumeMounts"]}
+        assert mounted == {"/etc/multiqueue", "/tmp", "/var/run/secrets/kubernetes.io/serviceaccount"}
+    print(
+        f"\nmanager Pods Ready from {IMAGE} ({built[:19]}): {', '.join(p['metadata']['name'] for p in pods)}"
+    )
+
+
+# (verb, resource, namespace or "" for cluster-wide, allowed): what deploy/rbac.yaml gives the manager and not more.
+MANAGER_RIGHTS: Final = [
+    ("list", "jobs.batch", "", True),
+    ("patch", "jobs.batch", "default", True),
+    ("update", "jobs.batch/status", "default", True),
+    ("watch", "cronjobs.batch", "", True),
+    ("list", "priorityclasses.scheduling.k8s.io", "", True),
+    ("create", "events", "default", True),
+    ("list", "secrets", NAMESPACE, True),
+    ("list", "leases.coordination.k8s.io", NAMESPACE, True),
+    ("update", "leases.coordination.k8s.io", NAMESPACE, True),
+    ("create", "jobs.batch", "default", False),
+    ("delete", "jobs.batch", "default", False),
+    ("create", "pods", "default", False),
+    ("get", "secrets", "default", False),
+    ("list", "secrets", "kube-system", False),
+    ("create", "secrets", NAMESPACE, False),
+    ("delete", "leases.coordination.k8s.io", NAMESPACE, False),
+    ("get", "namespaces", "", False),
+    ("create", "pods/exec", NAMESPACE, False),
+]
+
+
+async def test_the_managers_service_account_may_do_what_deploy_grants_and_nothing_more(
+    kind: OnKind,
+) -> None:
+    manager = kind.manager
+    wrong = []
+    for verb, resource, namespace, allowed in MANAGER_RIGHTS:
+        where = ["-n", namespace] if namespace else []
+        answer = (
+            await run(
+                "kubectl", "--kubeconfig", str(manager.environment.kubeconfig), "--context", "management",
+                "auth", "can-i", verb, resource, *where, "--as", MANAGER, check=False,
+            )
+        ).strip()  # fmt: skip
+        if answer != ("yes" if allowed else "no"):
+            wrong.append(f"{verb} {resource} in {namespace or 'the cluster'}: {answer}")
+    assert not wrong, wrong
+
+
+async def test_the_worker_credentials_register_worker_wrote_create_jobs_and_cannot_read_secrets_or_exec(
+    kind: OnKind, tmp_path: Path
+) -> None:
+    clusters, manager = kind.clusters, kind.manager
+    secret = await clusters.client().get(SECRETS, "multiqueue-worker-worker-1", NAMESPACE)
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    # The manager reaches the worker by its name on the kind network; from here, at the port kind published.
+    admin = yaml.safe_load(manager.environment.kubeconfig.read_text())
+    published = next(c["cluster"]["server"] for c in admin["clusters"] if c["name"] == "kind-mq-worker-1")
+    kubeconfig["clusters"][0]["cluster"]["server"] = published
+    path = tmp_path / "worker-1.kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+
+    async def as_manager(*args: str) -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(path), *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await process.communicate()
+        assert process.returncode is not None
+        return process.returncode, out.decode()
+
+    code, out = await as_manager("auth", "can-i", "create", "jobs.batch", "-n", "default")
+    assert (code, out.strip()) == (0, "yes")
+    code, out = await as_manager("get", "secrets", "-A")
+    assert code != 0 and "Forbidden" in out, out
+    code, out = await as_manager("auth", "can-i", "get", "secrets", "-n", NAMESPACE)
+    assert out.strip() == "no"
+
+    await clusters.client("worker-1").create(JOBS, job_body("target", "sleep 300"), "default")
+    pod = await _running_pod(clusters, "worker-1", "target")
+    code, out = await as_manager("exec", "-n", "default", pod, "--", "true")
+    assert code != 0 and "Forbidden" in out and "pods/exec" in out, out
+    code, out = await as_manager("logs", "-n", "default", pod)
+    assert code == 0, f"multiqueue logs reads pods/log with these credentials: {out}"
+
+
+async def _running_pod(clusters: Clusters, cluster: str, job: str, within: float = 120.0) -> str:
+    """The name of a Running pod of ``job`` on ``cluster``, watching until there is one."""
+    client = clusters.client(cluster)
+    selector = f"batch.kubernetes.io/job-name={job}"
+    async with asyncio.timeout(within):
+        while True:
+            pods, rv = await client.list(PODS, "default", label_selector=selector)
+            running = [p for p in pods if p["status"].get("phase") == "Running"]
+            if running:
+                return str(running[0]["metadata"]["name"])
+            async for event in client.watch(PODS, "default", label_selector=selector, resource_version=rv):
+                if event["object"]["status"].get("phase") == "Running":
+                    return str(event["object"]["metadata"]["name"])
+
+
+async def test_the_leader_pod_deleted_then_killed_while_100_jobs_run_and_each_runs_once(
+    kind: OnKind,
+) -> None:
+    """The leader's Pod is deleted (it hands the Lease back on SIGTERM), then the next leader's process is
+    SIGKILLed on the node (the Lease must expire first); the standby takes over each time, and every one of 100
+    running Jobs completes exactly once, on the worker it started on."""
+    clusters, manager = kind.clusters, kind.manager
+    management = clusters.client()
+    gate = clusters.gate("go")
+    names = [f"survivor-{i:03}" for i in range(JOBS_UNDER_KILL)]
+    for name in names:
+        body = managed(name, f"while [ ! -f {gate} ]; do sleep 0.2; done; echo {name} ran")
+        body["spec"]["backoffLimit"] = 0
+        await management.create(JOBS, body, "default")
+    running = await _until_jobs(clusters, names, lambda j: (j.get("status") or {}).get("active") == 1, 600)
+    placed = {n: running[n]["metadata"]["labels"][CLUSTER_LABEL] for n in names}
+    print(f"\n{JOBS_UNDER_KILL} Jobs running: {dict(Counter(placed.values()))}")
+
+    takeovers = []
+    for how in ("pod deleted", "process SIGKILLed"):
+        # Each time with a warm standby: both replicas Ready, as a running Deployment keeps them.
+        await manager.manager_kubectl("rollout", "status", "deployment/multiqueue-manager", "--timeout=300s")
+        leader = await manager.until_leader(lambda _: True)
+        started = time.monotonic()
+        if how == "pod deleted":
+            await manager.manager_kubectl("delete", "pod", leader, "--wait=false")
+        else:
+            pid = await manager.container_pid(leader)
+            await run("docker", "exec", node("management"), "kill", "-9", str(pid))
+        successor = await manager.until_leader(lambda holder, old=leader: holder != old, within=120)
+        takeovers.append((how, time.monotonic() - started, leader, successor))
+
+    await gate.open()
+    done = await _until_jobs(clusters, names, has_condition("Complete"), 600)
+    assert all(done[n]["status"].get("succeeded") == 1 for n in names)
+    assert all(done[n]["metadata"]["labels"][CLUSTER_LABEL] == placed[n] for n in names), "no Job moved"
+    runs: Counter[str] = Counter()
+    for worker in ("worker-1", "worker-2"):
+        pods, _ = await clusters.client(worker).list(PODS, "default")
+        runs.update(
+            pods_of(
+                [p for p in pods if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") in placed]
+            )
+        )
+    twice = {n: c for n, c in runs.items() if c != 1}
+    lost = set(names) - set(runs)
+    assert not twice and not lost, f"run twice: {twice}; never run: {lost}"
+    moved, _ = await management.list(EVENTS, "default", field_selector="reason=Redispatched")
+    assert moved == []
+    for how, seconds, leader, successor in takeovers:
+        print(f"{how}: {leader} -> {successor}, new leader in {seconds:.1f} s")
+    print(f"{JOBS_UNDER_KILL} Jobs: 0 run twice, 0 lost")
+
+
+async def _until_jobs(clusters: Clusters, names: list[str], holds: Any, within: float) -> dict[str, Obj]:
+    """Watch the management cluster's Jobs until every one of ``names`` satisfies ``holds``; the last seen."""
+    client = clusters.client()
+    wanted = set(names)
+    latest: dict[str, Obj] = {}
+    async with asyncio.timeout(within):
+        items, rv = await client.list(JOBS, "default")
+        latest.update({j["metadata"]["name"]: j for j in items if j["metadata"]["name"] in wanted})
+        while not all(n in latest and holds(latest[n]) for n in names):
+            async for event in client.watch(
+                JOBS, "default", resource_version=rv, timeout_seconds=int(within)
+            ):
+                job = event["object"]
+                rv = job["metadata"]["resourceVersion"]
+                if job["metadata"]["name"] in wanted:
+                    latest[job["metadata"]["name"]] = job
+                if all(n in latest and holds(latest[n]) for n in names):
+                    break
+    return latest
+
+
+async def test_a_worker_node_paused_past_the_loss_timeout_loses_its_job_to_the_other_worker(
+    kind: OnKind,
+) -> None:
+    """`docker pause` of worker-1's node freezes its API server and kubelet; past workerLostTimeout the Job moves
+    to worker-2 and completes there; unpaused, worker-1's stale mirror is deleted and the Job stays as it is."""
+    clusters, manager = kind.clusters, kind.manager
+    lost_timeout = 20.0
+    await manager.reconfigure(worker_lost_timeout=lost_timeout)
+    management = clusters.client()
+    body = managed("frozen", "sleep 15; echo done")
+    body["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
+    await management.create(JOBS, body, "default")
+    await clusters.wait_for(JOBS, "default", "frozen", lambda j: (j.get("status") or {}).get("active") == 1)
+    paused = time.monotonic()
+    await run("docker", "pause", node("worker-1"))
+    try:
+        moved = await clusters.wait_for(
+            JOBS,
+            "default",
+            "frozen",
+            lambda j: j["metadata"]["labels"].get(CLUSTER_LABEL) == "worker-2",
+            within=180,
+        )
+        moved_after = time.monotonic() - paused
+        done = await clusters.wait_for(JOBS, "default", "frozen", has_condition("Complete"), within=120)
+    finally:
+        await run("docker", "unpause", node("worker-1"))
+    assert moved_after >= lost_timeout
+    await clusters.wait_gone(JOBS, "default", "frozen", cluster="worker-1", within=120)
+    after = await management.get(JOBS, "frozen", "default")
+    assert after["status"] == done["status"] and after["status"]["succeeded"] == 1
+    assert moved["metadata"]["labels"][CLUSTER_LABEL] == "worker-2"
+    events, _ = await management.list(
+        EVENTS, "default", field_selector="involvedObject.name=frozen,reason=Redispatched"
+    )
+    assert len(events) == 1 and "worker-1" in events[0]["message"]
+    print(
+        f"\nworker-1 paused: the Job moved to worker-2 after {moved_after:.1f} s (workerLostTimeout {lost_timeout:g} s)"
+    )
+
+
+async def test_getting_started_on_kind_runs_as_written_with_a_users_own_kubeconfig(
+    kind: OnKind, tmp_path: Path
+) -> None:
+    """The commands Getting started gives once the clusters are up, as a user runs them: kubectl and multiqueue
+    status and logs with the user's kubeconfig (contexts of the workers' names), not the manager's credentials."""
+    manager = kind.manager
+    _, tried, _ = shell_blocks(GETTING_STARTED, KIND_SECTION)
+    workdir = manager.environment.kubeconfig.parent
+    script = tried.replace(DEFAULT_WORKDIR, str(workdir))
+    process = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", script, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    printed = out.decode()
+    assert process.returncode == 0, printed
+    assert len(re.findall(r"multiqueue-manager-\S+\s+1/1\s+Running", printed)) == 2, printed
+    assert "job.batch/hello-dispatched condition met" in printed, printed
+    # The workers through the user's contexts: the Secrets' addresses are the manager's, inside the kind network.
+    assert re.search(r"worker-1\s+True", printed) and re.search(r"worker-2\s+True", printed), printed
+    assert re.search(r"Job\s+default/hello-dispatched\s+worker-\d\s+Complete\s+4/4", printed), printed
+    # The pods' logs; each Indexed pod's hostname is the Job's name and its index.
+    assert all(re.search(rf"\] index {i} ran on hello-dispatched-{i}$", printed, re.M) for i in range(4)), (
+        printed
+    )
+    print(printed)
