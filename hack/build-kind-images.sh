@@ -92,6 +92,7 @@ fresh_file() { [[ -f $1 && -f $1.stamp && "$(cat "$1.stamp")" == "$2" ]]; }
 stamp_file() { echo "$2" >"$1.stamp"; }
 image_key() { docker image inspect --format "{{index .Config.Labels \"$label\"}}" "$1" 2>/dev/null || true; }
 fresh_image() { [[ "$(image_key "$1")" == "$2" ]]; }
+files_key() { (cd "$1" && find . -type f | sort | xargs sha256sum); } # <dir>: what every file of it holds
 
 step() { # <what>: one line per piece built, with its time
     step_name=$1 step_start=$(date +%s)
@@ -221,7 +222,7 @@ context_with() { # <recipe dir> <files to add...>: a fresh build context holding
 }
 
 # --- images ------------------------------------------------------------------------------------------------------
-busybox_key=$(key_of "$images_dir/busybox/Dockerfile" "$images_dir/busybox/passwd" "$images_dir/busybox/group" \
+busybox_key=$(key_of "$(files_key "$images_dir/busybox")" \
     "$(apt-cache policy busybox-static | sed -n 's/ *Candidate: //p')")
 if ! fresh_image "$busybox_image" "$busybox_key"; then
     step "$busybox_image (Debian's busybox-static)"
@@ -244,7 +245,7 @@ step "$base_image"
 base_rootfs=multiqueue.local/kind/rootfs:$suite
 import_rootfs node "$base_rootfs"
 kind_src=$(cd "$kind_dir/kind" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)
-base_key=$(key_of "${rootfs_key[node]}" "$images_dir/base/Dockerfile" "$(cd "$kind_src/images/base/files" && find . -type f | sort | xargs sha256sum)" \
+base_key=$(key_of "${rootfs_key[node]}" "$(files_key "$images_dir/base")" "$(files_key "$kind_src/images/base/files")" \
     "${bin_key[containerd]} ${bin_key[ctr]} ${bin_key[containerd-shim-runc-v2]} ${bin_key[runc]} ${bin_key[crictl]}" \
     "${bin_key[host-local]} ${bin_key[loopback]} ${bin_key[ptp]} ${bin_key[portmap]}")
 if fresh_image "$base_image" "$base_key"; then
@@ -298,7 +299,7 @@ for image in $kubeadm_images; do
     *) die "kubeadm $k8s_version asks for $image, which this script does not know how to build" ;;
     esac
     tar=$cache_root/images/$name.tar
-    key=$(key_of "${tags[*]} ${args[*]}" "$images_dir/$recipe/Dockerfile" "${files[@]}")
+    key=$(key_of "${tags[*]} ${args[*]}" "$(files_key "$images_dir/$recipe")" "${files[@]}")
     [[ $recipe != kube-proxy ]] || key=$(key_of "$key" "${rootfs_key[kube-proxy]}")
     component_keys+="$name=$key "
     fresh_file "$tar" "$key" && continue
@@ -318,8 +319,7 @@ if ! fresh_file "$cache_root/images/busybox.tar" "$busybox_key"; then
 fi
 
 # --- the node image -----------------------------------------------------------------------------------------------
-node_key=$(key_of "$base_key" "$k8s_key" "$component_keys" "$busybox_key" \
-    "$images_dir/node/default-cni.yaml" "$images_dir/node/default-storage.yaml" "$0")
+node_key=$(key_of "$base_key" "$k8s_key" "$component_keys" "$busybox_key" "$(files_key "$images_dir/node")" "$0")
 step "$node_image"
 if fresh_image "$node_image" "$node_key"; then
     done_step "up to date"
@@ -355,6 +355,9 @@ else
     container=""
     done_step "$(docker image inspect --format '{{.Size}}' "$node_image" | awk '{printf "%.0fM", $1 / 1048576}')"
 fi
+
+# Images this script made before and has now replaced (the old node image is a gigabyte).
+docker image prune --force --filter "label=$label" >/dev/null 2>&1 || true
 
 cp -f "$cache_root/bin/kind" "$out_dir/kind"
 echo "$node_image" >"$out_dir/node-image"

@@ -5,15 +5,22 @@
 #                                 installs the manager in management and registers both workers, with the admin
 #                                 guide's own commands (docs/admin-guide.md)
 #   bash hack/kind-up.sh --down   deletes those clusters; the images stay cached
-# The kubeconfigs go to ${MULTIQUEUE_KIND_WORKDIR:-$HOME/.kube/multiqueue-kind}: kubeconfig, with the contexts
-# management, worker-1 and worker-2, and kind.kubeconfig, with kind's contexts (kind-mq-management, ...).
+# kind adds its contexts (kind-mq-management, ...) to your kubeconfig, as `kind create cluster` does (the first file
+# of $KUBECONFIG, else ~/.kube/config), and ${MULTIQUEUE_KIND_WORKDIR:-$HOME/.kube/multiqueue-kind}/kubeconfig
+# gets the same clusters with the contexts management, worker-1 and worker-2. With MULTIQUEUE_KIND_WORKDIR set,
+# kind's contexts go to kind.kubeconfig there instead, and your kubeconfig is left alone (the tests do that).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-workdir=${MULTIQUEUE_KIND_WORKDIR:-$HOME/.kube/multiqueue-kind}
+if [ -n "${MULTIQUEUE_KIND_WORKDIR:-}" ]; then
+    workdir=$MULTIQUEUE_KIND_WORKDIR kind_config=$workdir/kind.kubeconfig
+else
+    workdir=$HOME/.kube/multiqueue-kind kind_config=${KUBECONFIG:-$HOME/.kube/config}
+    kind_config=${kind_config%%:*}
+fi
 cd "$repo"
 case "${1:-}" in
 --down)
-    exec python3 -m tests.e2e.kind down --workdir "$workdir"
+    exec python3 -m tests.e2e.kind down --workdir "$workdir" --kind-kubeconfig "$kind_config"
     ;;
 "") ;;
 *)
@@ -24,4 +31,4 @@ esac
 bash hack/docker-up.sh >/dev/null
 MULTIQUEUE_KIND_ASSETS=$(bash hack/build-kind-images.sh | tail -n1)
 export MULTIQUEUE_KIND_ASSETS
-exec python3 -m tests.e2e.kind up --workdir "$workdir"
+exec python3 -m tests.e2e.kind up --workdir "$workdir" --kind-kubeconfig "$kind_config"

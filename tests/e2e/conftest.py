@@ -27,8 +27,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+import yaml
 
-from multiqueue.api.types import CRONJOBS, JOBS, Resource
+from multiqueue.api.types import CRONJOBS, JOBS, NAMESPACES, Resource
+from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
@@ -107,9 +110,58 @@ class Clusters:
     scenario: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     kind_manager: KindManager | None = None  # kind: the manager's Deployment, driven as an admin would
 
+    async def restart_manager(self, **changes: Any) -> Manager | None:
+        """The manager again, with ``changes`` (ManagerConfig field names) to its config: in process on local and
+        upstream (the new Manager is returned); on kind its ConfigMap is changed and its Deployment rolled, as an
+        admin would (None; the change is undone after the scenario)."""
+        if self.kind_manager is not None:
+            await (self.kind_manager.reconfigure(**changes) if changes else self.kind_manager.roll())
+            return None
+        local = self.local
+        assert local is not None and local.manager is not None
+        config = local.manager.config.model_copy(deep=True, update=changes)
+        await local.manager.stop()
+        local.manager = Manager(config)
+        await local.manager.start()
+        return local.manager
+
+    async def manager_config(self) -> ManagerConfig:
+        """The config the manager runs with (on kind: its ConfigMap's)."""
+        if self.kind_manager is not None:
+            return ManagerConfig.model_validate(yaml.safe_load((await self.kind_manager.config_map())[1]))
+        local = self.local
+        assert local is not None and local.manager is not None
+        return local.manager.config
+
+    def reader(self) -> tuple[ManagerConfig, Path | None]:
+        """What ``multiqueue status`` and ``logs`` read, as :meth:`cli_target` points them: the manager's config;
+        on kind the user's kubeconfig, whose contexts of the workers' names reach the workers."""
+        if self.kind_manager is not None:
+            management = {"kubeconfig": self.kubeconfig, "context": "management"}
+            return ManagerConfig.model_validate({"management": management}), self.kubeconfig
+        local = self.local
+        assert local is not None and local.manager is not None
+        return local.manager.config, None
+
+    def cli_target(self) -> list[str]:
+        """How the multiqueue command finds these clusters: the manager's config that local up writes; on kind,
+        where the manager's config is deploy/'s inside the cluster, the user's kubeconfig, as a user runs it."""
+        if self.local_clusters is not None:
+            return ["--config", str(self.local_clusters.state_dir / "manager.yaml")]
+        return ["--kubeconfig", str(self.kubeconfig), "--context", "management"]
+
     def gate(self, name: str) -> Gate:
         """A gate of this scenario's own."""
         return Gate(GATES / self.scenario / name, self.gate_opener)
+
+    def in_process(self, why: str) -> LocalClusters:
+        """The in-process clusters and manager, for a scenario that ``why`` needs them; it skips on kind, saying so,
+        where the manager is deploy/'s Deployment (test_kind.py has what only kind shows of it)."""
+        if self.local_clusters is None:
+            reason = f"not on {self.provider}: this scenario {why}"
+            print(reason)
+            pytest.skip(reason)
+        return self.local_clusters
 
     @property
     def local(self) -> LocalClusters | None:
@@ -271,10 +323,14 @@ def _run_block(block: str, env: dict[str, str]) -> None:
     assert done.returncode == 0, f"{block.strip()} exited {done.returncode}: {done.stderr[-2000:]}"
 
 
+# Jobs here are the clusters' own, never a scenario's.
+SYSTEM_NAMESPACES: Final = frozenset({"kube-system", "kube-public", "kube-node-lease", "multiqueue-system"})
+
+
 async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters]:
-    """Clients on the kind clusters; what a scenario made in ``default`` is deleted after it, so the next scenario
-    can reuse the names (user Jobs first: the manager then deletes their mirrors), and a config it changed is put
-    back. A scenario fails if the manager met a refusal of its RBAC meanwhile: deploy/ must grant what it uses."""
+    """Clients on the kind clusters; the Jobs, CronJobs and namespaces a scenario made are deleted after it, so the
+    next scenario can reuse the names (user Jobs first: the manager then deletes their mirrors), and a config it
+    changed is put back. A scenario fails if the manager met a refusal of its RBAC meanwhile: deploy/ must grant what it uses."""
     clients = {
         name: await KubeClient.connect(environment.kubeconfig, name, name) for name in environment.clusters
     }
@@ -287,22 +343,40 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
         kind_manager=manager,
     )
     since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    namespaces = {
+        name: {n["metadata"]["name"] for n in (await client.list(NAMESPACES))[0]}
+        for name, client in clients.items()
+    }
     try:
         yield clusters
     finally:
         try:
             for name, client in clients.items():
                 for resource in (CRONJOBS, JOBS):
-                    items, _ = await client.list(resource, "default")
+                    items, _ = await client.list(resource)
+                    items = [i for i in items if i["metadata"]["namespace"] not in SYSTEM_NAMESPACES]
                     for item in items:
                         with contextlib.suppress(NotFound):
                             await client.delete(
-                                resource, item["metadata"]["name"], "default", propagation="Background"
+                                resource,
+                                item["metadata"]["name"],
+                                item["metadata"]["namespace"],
+                                propagation="Background",
                             )
                     for item in items:
                         await clusters.wait_gone(
-                            resource, "default", item["metadata"]["name"], name, within=120
+                            resource,
+                            item["metadata"]["namespace"],
+                            item["metadata"]["name"],
+                            name,
+                            within=120,
                         )
+                made = {n["metadata"]["name"] for n in (await client.list(NAMESPACES))[0]} - namespaces[name]
+                for namespace in made:
+                    with contextlib.suppress(NotFound):
+                        await client.delete(NAMESPACES, namespace)
+                for namespace in made:
+                    await clusters.wait_gone(NAMESPACES, "", namespace, name, within=120)
             await manager.restore()
             refused = [
                 f"{pod}: {line}"
@@ -349,11 +423,9 @@ async def dispatching_clusters(
     an indirect parameter adds keys to the local manager's config (as clusters/local.yaml would give them)."""
     extra = getattr(request, "param", {})
     if e2e_provider == "kind":
-        if extra:
-            reason = f"the kind manager's config is deploy/'s; {extra} is tried on local and upstream"
-            print(reason)
-            pytest.skip(reason)
         async for on_kind in _kind_clusters(request.getfixturevalue("kind_environment")):
+            if extra:
+                await on_kind.restart_manager(**{field_named(key): value for key, value in extra.items()})
             yield on_kind
         return
     # Labelled workers, as clusters/local.yaml can give them (selectors need labels).
@@ -375,6 +447,11 @@ async def dispatching_clusters(
     finally:
         await clusters.stop(stop_pods=True)
         shutil.rmtree(GATES / scenario.scenario, ignore_errors=True)
+
+
+def field_named(key: str) -> str:
+    """The ManagerConfig field a config file's key sets."""
+    return next(name for name, info in ManagerConfig.model_fields.items() if key in (name, info.alias))
 
 
 def condition(obj: Obj, type_: str) -> Obj | None:

@@ -184,11 +184,12 @@ class KindProvider:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     created: list[str] = field(default_factory=list)  # kind cluster names, in creation order
     assets: KindAssets | None = None  # once found by up()
+    # Where kind writes its contexts (kind-<cluster>); by default a file of the workdir, never the user's own.
+    kind_config: Path | None = None
 
     @property
     def kind_kubeconfig(self) -> Path:
-        """Where kind writes its contexts (kind-<cluster>): ours, never the user's ~/.kube/config."""
-        return self.workdir / "kind.kubeconfig"
+        return self.kind_config or self.workdir / "kind.kubeconfig"
 
     @property
     def scenario_kubeconfig(self) -> Path:
@@ -213,6 +214,13 @@ class KindProvider:
             raise KindUnavailable(
                 f"kind provider skipped: the Docker daemon does not answer ({first}); start one with "
                 f"`bash hack/docker-up.sh`"
+            ) from exc
+        try:
+            self.runner(Command(("docker", "image", "inspect", "--format", "{{.Id}}", assets.node_image)))
+        except CommandFailed as exc:
+            # kind would pull a missing node image, and no registry is reachable here.
+            raise KindUnavailable(
+                f"kind provider skipped: Docker has no {assets.node_image}; build it with `{BUILD_COMMAND}`"
             ) from exc
         return assets
 
@@ -272,10 +280,13 @@ class KindProvider:
         )
 
     def _write_scenario_kubeconfig(self) -> None:
-        """kind's kubeconfig with each context renamed to the cluster's scenario name."""
+        """The clusters' part of kind's kubeconfig, each context renamed to the cluster's scenario name."""
         config: dict[str, Any] = yaml.safe_load(self.kind_kubeconfig.read_text(encoding="utf-8"))
         names = {self.context(cluster): cluster for cluster in CLUSTER_CONFIGS}
         contexts = [c for c in config.get("contexts") or [] if c.get("name") in names]
+        for key, field_name in (("clusters", "cluster"), ("users", "user")):
+            used = {c["context"][field_name] for c in contexts}
+            config[key] = [entry for entry in config.get(key) or [] if entry.get("name") in used]
         for context in contexts:
             context["name"] = names[context["name"]]
         config["contexts"] = contexts
@@ -283,13 +294,22 @@ class KindProvider:
         self.scenario_kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
 
 
-def delete_all(repo: Path, workdir: Path, runner: Runner = run_command) -> list[str]:
+def delete_all(
+    repo: Path, workdir: Path, runner: Runner = run_command, kind_config: Path | None = None
+) -> list[str]:
     """Delete whichever of the clusters of clusters/ exist (``hack/kind-up.sh --down``), newest first; return
     their names in that order."""
     assets = KindAssets.find()
     existing = set(runner(Command((str(assets.kind), "get", "clusters"))).split())
     names = [kind_cluster_name(repo, cluster) for cluster in CLUSTER_CONFIGS]
-    provider = KindProvider(repo, workdir, runner, created=[n for n in names if n in existing], assets=assets)
+    provider = KindProvider(
+        repo,
+        workdir,
+        runner,
+        created=[n for n in names if n in existing],
+        assets=assets,
+        kind_config=kind_config,
+    )
     deleted = list(reversed(provider.created))
     provider.down()
     return deleted
@@ -300,15 +320,19 @@ def main(argv: list[str] | None = None) -> int:
     command ends; ``down``: those clusters deleted. hack/kind-up.sh runs this once it has built the images."""
     parser = argparse.ArgumentParser(prog="python3 -m tests.e2e.kind", description=main.__doc__)
     parser.add_argument("action", choices=("up", "down"))
-    parser.add_argument("--workdir", type=Path, required=True, help="where the kubeconfigs go")
+    parser.add_argument("--workdir", type=Path, required=True, help="where the scenario kubeconfig goes")
+    parser.add_argument(
+        "--kind-kubeconfig", type=Path, help="where kind writes its contexts (default: the workdir)"
+    )
     args = parser.parse_args(argv)
     workdir: Path = args.workdir.expanduser()
+    kind_config: Path | None = args.kind_kubeconfig.expanduser() if args.kind_kubeconfig else None
     try:
         if args.action == "down":
-            deleted = delete_all(REPO, workdir)
+            deleted = delete_all(REPO, workdir, kind_config=kind_config)
             print(f"deleted {', '.join(deleted)}" if deleted else "no kind clusters of clusters/ to delete")
             return 0
-        environment = KindProvider(REPO, workdir).up()
+        environment = KindProvider(REPO, workdir, kind_config=kind_config).up()
     except KindUnavailable as exc:
         print(str(exc).removeprefix("kind provider skipped: "), file=sys.stderr)
         return 1
@@ -317,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"kind clusters up: {', '.join(environment.clusters)}; the manager runs in management")
     print(f"kubeconfig: {environment.kubeconfig} (contexts {', '.join(environment.clusters)})")
-    print(f"kind's kubeconfig, whose contexts the admin guide uses: {environment.kind_kubeconfig}")
+    print(
+        f"kind's contexts (kind-mq-management, ...), which the admin guide uses, are in {environment.kind_kubeconfig}"
+    )
     return 0
 
 

@@ -4,9 +4,8 @@ the manager's Deployment, ConfigMap and leader Lease, and the node containers th
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import yaml
@@ -54,21 +53,12 @@ class KindManager:
     client: KubeClient  # the management cluster, with the scenario's (admin) credentials
     # The ConfigMap's config as it was before a scenario changed it (None: unchanged).
     original: str | None = None
-    rollouts: list[float] = field(default_factory=list)  # seconds each restart took
-
-    async def kubectl(self, *args: str, cluster: str = "management", stdin: str | None = None) -> str:
-        return await run(
-            "kubectl",
-            "--kubeconfig",
-            str(self.environment.kubeconfig),
-            "--context",
-            cluster,
-            *args,
-            stdin=stdin,
-        )
 
     async def manager_kubectl(self, *args: str, stdin: str | None = None) -> str:
-        return await self.kubectl("-n", NAMESPACE, *args, stdin=stdin)
+        """kubectl in the manager's namespace of the management cluster, as the scenario's admin."""
+        kubeconfig = str(self.environment.kubeconfig)
+        context = ("--kubeconfig", kubeconfig, "--context", "management", "-n", NAMESPACE)
+        return await run("kubectl", *context, *args, stdin=stdin)
 
     async def config_map(self) -> tuple[str, str]:
         """The name of the ConfigMap the Deployment mounts (kustomize suffixes a hash) and its config."""
@@ -111,12 +101,10 @@ class KindManager:
 
     async def roll(self) -> None:
         """Restart every replica (one at a time, as the Deployment's strategy says) and wait for a leader."""
-        started = time.monotonic()
         await self.manager_kubectl("rollout", "restart", f"deployment/{DEPLOYMENT}")
         await self.manager_kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", "--timeout=300s")
         pods = set(await self.pods())
         await self.until_leader(lambda holder: holder in pods)
-        self.rollouts.append(time.monotonic() - started)
 
     async def pods(self) -> list[str]:
         """The manager's running Pods."""

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from multiqueue.api.types import JOBS, NAMESPACES, PODS
+from multiqueue.api.types import JOBS, NAMESPACES, PODS, SECRETS
 from multiqueue.kube.client import LogQuery
-from multiqueue.kube.errors import BadRequest
+from multiqueue.kube.errors import AlreadyExists, BadRequest
 from tests.e2e.conftest import BUSYBOX, GATES_MOUNT, Clusters, Gate, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
@@ -43,12 +43,6 @@ async def multiqueue(
     return process.returncode, out.decode(), err.decode()
 
 
-def _config(clusters: Clusters) -> str:
-    local = clusters.local
-    assert local is not None
-    return str(local.state_dir / "manager.yaml")
-
-
 def _changed_since(seen: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     version = seen["metadata"]["resourceVersion"]
     return lambda obj: bool(obj["metadata"]["resourceVersion"] != version)
@@ -66,7 +60,7 @@ def _two_containers(name: str, gate: Gate) -> dict[str, Any]:
 
 async def test_status_prints_what_kubectl_users_ask_for(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    config = _config(clusters)
+    target = clusters.cli_target()
     management = clusters.client()
     await management.create(NAMESPACES, {"metadata": {"name": "team-a"}})
     await management.create(JOBS, managed("in-default", "true"), "default")
@@ -74,7 +68,7 @@ async def test_status_prints_what_kubectl_users_ask_for(dispatching_clusters: Cl
     await clusters.wait_for(JOBS, "default", "in-default", has_condition("Complete"))
     await clusters.wait_for(JOBS, "team-a", "in-team-a", has_condition("Failed"))
 
-    code, out, _ = await multiqueue("status", "--config", config, "-o", "json")
+    code, out, _ = await multiqueue("status", *target, "-o", "json")
     assert code == 0
     document = json.loads(out)
     jobs = {j["key"]: j for j in document["jobs"]}
@@ -84,24 +78,24 @@ async def test_status_prints_what_kubectl_users_ask_for(dispatching_clusters: Cl
         "BackoffLimitExceeded",
     )
     assert {w["name"] for w in document["workers"]} == {"worker-1", "worker-2"}
-    code, out, _ = await multiqueue("status", "--config", config, "-o", "yaml")
+    code, out, _ = await multiqueue("status", *target, "-o", "yaml")
     as_yaml = yaml.safe_load(out)
     assert code == 0 and as_yaml["workers"] == document["workers"]
     assert {j["key"]: j["state"] for j in as_yaml["jobs"]} == {k: j["state"] for k, j in jobs.items()}
-    code, out, _ = await multiqueue("status", "--config", config, "-n", "team-a", "-o", "name")
+    code, out, _ = await multiqueue("status", *target, "-n", "team-a", "-o", "name")
     assert (code, out) == (0, "job/team-a/in-team-a\n")
-    code, out, _ = await multiqueue("status", "--config", config, "-o", "wide")
+    code, out, _ = await multiqueue("status", *target, "-o", "wide")
     header = next(line for line in out.splitlines() if line.startswith("KIND"))
     assert header.split() == ["KIND", "NAME", "WORKER", "STATE", "COMPLETIONS", "REASON", "AGE", "MESSAGE"]
     assert "Job has reached the specified backoff limit (on worker" not in out, "the worker's words, not ours"
     assert "Job has reached the specified backoff limit" in out
-    code, out, err = await multiqueue("status", "--config", config, "-o", "table")
+    code, out, err = await multiqueue("status", *target, "-o", "table")
     assert code == 2 and "invalid choice: 'table'" in err and out == ""
 
 
 async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path: Path) -> None:
     clusters = dispatching_clusters
-    config = _config(clusters)
+    target = clusters.cli_target()
     gate = clusters.gate("gate")
     await clusters.client().create(JOBS, _two_containers("pair", gate), "default")
     # Its main container writes three lines and ends, so the pod is never Ready: wait for those lines instead.
@@ -124,13 +118,13 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
                 await clusters.wait_for(PODS, "default", pod, _changed_since(seen), cluster=placed)
     assert written == ["one", "two", "three"]
 
-    code, _, err = await multiqueue("logs", "pair", "--config", config)
+    code, _, err = await multiqueue("logs", "pair", *target)
     assert code == 1 and "has 2 containers (main, side): name one with -c, or use --all-containers" in err
-    code, _, err = await multiqueue("logs", "pair", "-c", "sidecar", "--config", config)
+    code, _, err = await multiqueue("logs", "pair", "-c", "sidecar", *target)
     assert code == 1 and 'container "sidecar" is not in pod' in err and "its containers: main, side" in err
-    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--tail", "1", "--config", config)
+    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--tail", "1", *target)
     assert (code, out) == (0, "three\n")
-    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--timestamps", "--config", config)
+    code, out, _ = await multiqueue("logs", "pair", "-c", "main", "--timestamps", *target)
     stamped = out.splitlines()
     assert [line.split(" ", 1)[1] for line in stamped] == ["one", "two", "three"]
     assert all(
@@ -139,7 +133,7 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
 
     # -f prints the side container's line when it is written, and ends when the pod's containers have ended.
     follow = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "multiqueue", "logs", "pair", "--all-containers", "-f", "--config", config,
+        sys.executable, "-m", "multiqueue", "logs", "pair", "--all-containers", "-f", *target,
         cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert follow.stdout is not None
@@ -160,15 +154,13 @@ async def test_kubectl_runs_multiqueue_as_a_plugin(dispatching_clusters: Cluster
         reason = f"needs {'kubectl' if kubectl is None else 'kubectl-multiqueue (pip install -e .)'} on PATH"
         print(reason)
         pytest.skip(reason)
-    local = dispatching_clusters.local
-    assert local is not None
-    env = {"KUBECONFIG": str(local.state_dir / "kubeconfig")}
+    env = {"KUBECONFIG": str(dispatching_clusters.kubeconfig)}
     code, out, err = await multiqueue(  # as the README shows it
         "multiqueue", "status", "--context", "management", program=(kubectl,), env=env
     )
     assert code == 0 and re.search(r"^KIND\s+NAME\s+WORKER", out, re.MULTILINE), err
     code, out, err = await multiqueue(
-        "multiqueue", "status", "--config", _config(dispatching_clusters), program=(kubectl,)
+        "multiqueue", "status", *dispatching_clusters.cli_target(), program=(kubectl,)
     )
     assert code == 0, err
     assert out.splitlines()[0].split() == [
@@ -183,6 +175,9 @@ async def test_kubectl_runs_multiqueue_as_a_plugin(dispatching_clusters: Cluster
 
 
 async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    dispatching_clusters.in_process(
+        "gives each worker a capacity in a manager config file (on kind the workers' Secrets carry it)"
+    )
     clusters = dispatching_clusters
     local = clusters.local
     assert local is not None and local.manager is not None
@@ -208,7 +203,7 @@ async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clus
     other = "worker-2" if placed == "worker-1" else "worker-1"
     assert "jobs 1/2, cpu 1.5/4, memory 512Mi/8Gi" in rows[placed], out
     assert "jobs 0/2, cpu 0/4, memory 0/8Gi" in rows[other], out
-    code, out, _ = await multiqueue("status", "--config", _config(clusters))
+    code, out, _ = await multiqueue("status", *clusters.cli_target())
     assert "<unlimited>" in out, "no capacity configured"
     await gate.open()
     await clusters.wait_for(JOBS, "default", "sized", has_condition("Complete"))
@@ -227,7 +222,7 @@ async def test_status_watch_prints_each_job_as_it_changes(dispatching_clusters: 
     management = clusters.client()
     await management.create(NAMESPACES, {"metadata": {"name": "team-b"}})
     watching = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "multiqueue", "status", "--config", _config(clusters), "-n", "default", "-w",
+        sys.executable, "-m", "multiqueue", "status", *clusters.cli_target(), "-n", "default", "-w",
         cwd=str(REPO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert watching.stdout is not None
@@ -260,6 +255,9 @@ async def test_status_watch_prints_each_job_as_it_changes(dispatching_clusters: 
 async def test_status_and_logs_find_the_clusters_as_kubectl_does(dispatching_clusters: Clusters) -> None:
     """Without the manager's config: the management cluster from $KUBECONFIG or --kubeconfig and --context, the
     worker of a Job from a context of its name."""
+    dispatching_clusters.in_process(
+        "reads the kubeconfig local up writes, beside no worker Secrets (test_kind's Getting started scenario finds the workers through a user's kubeconfig)"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None
     kubeconfig = str(clusters.local.state_dir / "kubeconfig")
@@ -279,5 +277,52 @@ async def test_status_and_logs_find_the_clusters_as_kubectl_does(dispatching_clu
     assert code == 2 and "nowhere" in err and len(err.splitlines()) == 1, err
     code, _, err = await multiqueue("status", env={"KUBECONFIG": os.pathsep.join([kubeconfig, kubeconfig])})
     assert code == 2 and "pass --kubeconfig FILE" in err, err
-    code, _, err = await multiqueue("status", "--config", _config(clusters), "--context", "worker-1")
+    code, _, err = await multiqueue("status", *clusters.cli_target(), "--context", "worker-1")
     assert code == 0, "--context takes the place of the config's management cluster: " + err
+
+
+async def test_a_worker_is_reached_through_the_users_context_of_its_name_before_its_secret(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    """A worker Secret holds the address and token the manager uses, which may work only from where the manager
+    runs (a name on kind's network, a cluster-internal address). Without --config, a user whose kubeconfig has a
+    context of the worker's name reaches it through that context, with the user's own credentials."""
+    clusters = dispatching_clusters
+    management = clusters.client()
+    far = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "far", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": False}}
+        ],
+        "users": [{"name": "far", "user": {"token": "the-managers"}}],
+        "contexts": [{"name": "far", "context": {"cluster": "far", "user": "far"}}],
+        "current-context": "far",
+    }
+    with contextlib.suppress(AlreadyExists):
+        await management.create(NAMESPACES, {"metadata": {"name": "multiqueue-system"}})
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "multiqueue-worker-far", "labels": {"multiqueue.dev/cluster": "far"}},
+        "stringData": {"kubeconfig": yaml.safe_dump(far)},
+    }
+    await management.create(SECRETS, secret, "multiqueue-system")
+    try:
+        # The user's kubeconfig: the scenario's, plus a context named far that reaches worker-2 as the user.
+        mine = yaml.safe_load(clusters.kubeconfig.read_text())
+        worker_2 = next(c["context"] for c in mine["contexts"] if c["name"] == "worker-2")
+        without = tmp_path / "without.kubeconfig"
+        without.write_text(yaml.safe_dump(mine))
+        mine["contexts"].append({"name": "far", "context": worker_2})
+        with_far = tmp_path / "with.kubeconfig"
+        with_far.write_text(yaml.safe_dump(mine))
+
+        code, out, err = await multiqueue("status", "--kubeconfig", str(with_far), "--context", "management")
+        assert code == 0, err
+        assert re.search(r"^far\s+True\s", out, re.MULTILINE), out
+        code, out, err = await multiqueue("status", "--kubeconfig", str(without), "--context", "management")
+        assert code == 0, err
+        assert re.search(r"^far\s+False \(ClientConnectionFailed\)", out, re.MULTILINE), out
+    finally:
+        await management.delete(SECRETS, "multiqueue-worker-far", "multiqueue-system")

@@ -76,6 +76,9 @@ async def search(page: Page, text: str) -> None:
 async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhealthy(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
+    dispatching_clusters.in_process(
+        "opens the in-process manager's dashboard and stops a worker's API server (deploy/ leaves the dashboard off)"
+    )
     clusters = dispatching_clusters
     local = clusters.local
     assert local is not None and local.manager is not None

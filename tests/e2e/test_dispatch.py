@@ -207,7 +207,6 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
     gate = clusters.gate("gate")
     await clusters.client().create(
         JOBS, managed("survivor", f"while [ ! -f {gate} ]; do sleep 0.1; done"), "default"
@@ -215,10 +214,7 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
     user = await clusters.wait_for(JOBS, "default", "survivor", placed)
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
     first = await clusters.wait_for(JOBS, "default", "survivor", lambda j: True, cluster=worker)
-    config = clusters.local.manager.config
-    await clusters.local.manager.stop()
-    clusters.local.manager = Manager(config)
-    await clusters.local.manager.start()
+    await clusters.restart_manager()
     await gate.open()
     await clusters.wait_for(JOBS, "default", "survivor", has_condition("Complete"))
     other = "worker-2" if worker == "worker-1" else "worker-1"
@@ -234,8 +230,7 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     from multiqueue.dispatch import inspect
 
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config
+    config, contexts = clusters.reader()
     gate = clusters.gate("gate")
     command = f"echo hello from $JOB_COMPLETION_INDEX; while [ ! -f {gate} ]; do sleep 0.1; done"
     await clusters.client().create(
@@ -245,7 +240,7 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         JOBS, "default", "chatty", lambda j: (j.get("status") or {}).get("active") == 2
     )
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
-    workers, rows = await inspect.status(config)
+    workers, rows = await inspect.status(config, contexts)
     assert {w.name: w.running for w in workers}[worker] == 1
     assert [(r.kind, r.key, r.worker, r.state, r.completions) for r in rows] == [
         ("Job", "default/chatty", worker, "Running", "0/2")
@@ -257,12 +252,12 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         for pod in pods:
             async for _line in worker_client.follow_log(pod["metadata"]["name"], "default"):
                 break
-    found = await inspect.logs(config, "chatty", "default", inspect.LogOptions())
+    found = await inspect.logs(config, "chatty", "default", inspect.LogOptions(), contexts)
     assert [text.strip() for _, text in found] == ["hello from 0", "hello from 1"]
-    only = await inspect.logs(config, "chatty", "default", inspect.LogOptions(index=1))
+    only = await inspect.logs(config, "chatty", "default", inspect.LogOptions(index=1), contexts)
     assert [text.strip() for _, text in only] == ["hello from 1"]
     with pytest.raises(inspect.LogsError):
-        await inspect.logs(config, "missing", "default", inspect.LogOptions())
+        await inspect.logs(config, "missing", "default", inspect.LogOptions(), contexts)
     await gate.open()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
 
@@ -283,7 +278,6 @@ async def test_namespaces_outside_the_config_are_not_dispatched(dispatching_clus
 
 async def test_garbage_collection_deletes_orphaned_mirrors_only(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
     worker = clusters.client("worker-1")
     orphan = job_body("orphan", "sleep 60", suspend=True)
     orphan["metadata"].update(
@@ -295,10 +289,7 @@ async def test_garbage_collection_deletes_orphaned_mirrors_only(dispatching_clus
         labels={ORIGIN_LABEL: "someone-else"}, annotations={ORIGIN_UID_ANNOTATION: "gone-uid"}
     )
     await worker.create(JOBS, other, "default")
-    config = clusters.local.manager.config.model_copy(update={"gc_interval": 0.2})
-    await clusters.local.manager.stop()
-    clusters.local.manager = Manager(config)
-    await clusters.local.manager.start()
+    await clusters.restart_manager(gc_interval=0.2)
     await clusters.wait_gone(JOBS, "default", "orphan", cluster="worker-1")
     still = await worker.get(JOBS, "other-origin", "default")
     assert still["metadata"]["labels"][ORIGIN_LABEL] == "someone-else"
@@ -332,6 +323,9 @@ async def test_recreated_job_gets_a_fresh_mirror(dispatching_clusters: Clusters,
 
 
 async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clusters: Clusters) -> None:
+    dispatching_clusters.in_process(
+        "runs a second manager in this process beside the first (on kind the Deployment's two replicas do, in test_kind)"
+    )
     import time
 
     from multiqueue.api.types import NAMESPACES
@@ -392,6 +386,9 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
 async def test_a_job_that_fits_nowhere_waits_for_capacity(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
+    dispatching_clusters.in_process(
+        "gives the workers a capacity in the manager's config (on kind the workers' Secrets carry it)"
+    )
     from multiqueue.api.types import EVENTS
 
     clusters = dispatching_clusters
@@ -425,6 +422,9 @@ async def test_a_job_that_fits_nowhere_waits_for_capacity(
 
 
 async def test_an_unreachable_worker_is_inactive_with_its_reason(dispatching_clusters: Clusters) -> None:
+    dispatching_clusters.in_process(
+        "stops a worker's API server and reads the in-process dispatcher's view of it"
+    )
 
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None

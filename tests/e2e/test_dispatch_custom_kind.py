@@ -37,6 +37,9 @@ async def _with_jobgroups(clusters: Clusters) -> None:
 
 
 async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_clusters: Clusters) -> None:
+    dispatching_clusters.in_process(
+        "dispatches JobGroup, a CRD of the tests' own that deploy/'s config and RBAC leave out"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     await _with_jobgroups(clusters)
@@ -87,6 +90,9 @@ async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_cl
 async def test_a_manager_of_jobgroups_alone_becomes_ready_and_counts_them(
     dispatching_clusters: Clusters,
 ) -> None:
+    dispatching_clusters.in_process(
+        "dispatches JobGroup, a CRD of the tests' own that deploy/'s config and RBAC leave out"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     await _with_jobgroups(clusters)

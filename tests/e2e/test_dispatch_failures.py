@@ -32,13 +32,12 @@ Obj = dict[str, Any]
 
 
 async def restart_manager(clusters: Clusters, **changes: Any) -> Manager:
-    """Run the manager again with ``changes`` to its config (timeouts shortened for the test)."""
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config.model_copy(deep=True, update=changes)
-    await clusters.local.manager.stop()
-    clusters.local.manager = Manager(config)
-    await clusters.local.manager.start()
-    return clusters.local.manager
+    """Run the in-process manager again with ``changes`` to its config (timeouts shortened for the test), for a
+    scenario that then looks inside it."""
+    assert clusters.local is not None, "looks inside the in-process manager"
+    manager = await clusters.restart_manager(**changes)
+    assert manager is not None
+    return manager
 
 
 async def wait_for_event(
@@ -62,6 +61,9 @@ def gated(name: str, gate: Gate, **spec: Any) -> Obj:
 async def test_jobs_of_a_lost_worker_finish_on_another_and_its_stale_mirror_goes(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
+    dispatching_clusters.in_process(
+        "stops a worker's API server and reads the dispatcher's redispatch count (test_kind pauses a worker's node instead)"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None
     manager = await restart_manager(clusters, worker_lost_timeout=2.0)
@@ -109,6 +111,9 @@ async def test_jobs_of_a_lost_worker_finish_on_another_and_its_stale_mirror_goes
 
 
 async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_path: Path) -> None:
+    dispatching_clusters.in_process(
+        "stops a worker's API server and follows the in-process informer's health"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None
     manager = await restart_manager(clusters, worker_lost_timeout=60.0)
@@ -144,6 +149,9 @@ async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_
 async def test_waiting_jobs_get_capacity_by_priority_then_age(
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
+    dispatching_clusters.in_process(
+        "gives a worker a capacity in the manager's config (on kind the workers' Secrets carry it)"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     workers = [w.model_copy(deep=True) for w in clusters.local.manager.config.workers[:1]]
@@ -206,6 +214,7 @@ def worker_secret(name: str, worker: str, kubeconfig: dict[str, Any], **annotati
 async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_when_it_goes(
     dispatching_clusters: Clusters,
 ) -> None:
+    dispatching_clusters.in_process("starts the in-process manager with no workers and follows its pool")
     clusters = dispatching_clusters
     manager = await restart_manager(clusters, workers=[])
     dispatcher = manager.dispatcher
@@ -258,6 +267,7 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
 async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clusters) -> None:
     """The periodic sweep on its own: this manager does not lead (another holds the Lease), so no sync runs and
     only :meth:`Dispatcher.collect_garbage` can delete anything."""
+    dispatching_clusters.in_process("calls the in-process dispatcher's sweep")
     clusters = dispatching_clusters
     assert clusters.local is not None, "drives the in-process manager's sweep"
     management = clusters.client()
@@ -311,6 +321,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
 async def test_a_hung_worker_holds_up_no_other(
     dispatching_clusters: Clusters, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    dispatching_clusters.in_process("patches the in-process dispatcher")
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     dispatcher = clusters.local.manager.dispatcher
@@ -342,6 +353,9 @@ async def test_a_restarted_manager_goes_on_counting_how_long_a_worker_has_been_g
 ) -> None:
     """The loss clock lives in the management cluster: a new manager (after a crash or a takeover) counts the
     worker-lost timeout from when the worker really stopped answering, not from its own start."""
+    dispatching_clusters.in_process(
+        "stops a worker's API server and reads the restarted in-process manager's pool (test_kind checks the same through a takeover)"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None
     manager = await restart_manager(clusters, worker_lost_timeout=600.0)

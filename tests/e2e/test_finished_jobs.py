@@ -10,8 +10,7 @@ import pytest
 
 from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.config import Capacity, ManagerConfig
-from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, PIN_LABEL
 from multiqueue.kube.client import KubeClient
 from tests.e2e.conftest import Clusters, has_condition, job_body
@@ -19,17 +18,6 @@ from tests.e2e.test_dispatch import managed
 from tests.e2e.test_dispatch_failures import wait_for_event
 
 pytestmark = pytest.mark.e2e
-
-
-async def _restart_manager(clusters: Clusters, **update: object) -> ManagerConfig:
-    """The fixture's manager again, with ``update`` applied to its config."""
-    local = clusters.local
-    assert local is not None and local.manager is not None
-    config = local.manager.config.model_copy(update=update)
-    await local.manager.stop()
-    local.manager = Manager(config)
-    await local.manager.start()
-    return config
 
 
 async def _mirror(clusters: Clusters, name: str) -> tuple[str, Obj]:
@@ -42,9 +30,9 @@ async def test_a_finished_jobs_mirror_and_logs_stay_until_the_job_is_deleted(
     dispatching_clusters: Clusters,
 ) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config
-    assert config.mirror_ttl_after_finished == 3600.0, "an hour by default: long enough to read the logs"
+    running = await clusters.manager_config()
+    assert running.mirror_ttl_after_finished == 3600.0, "an hour by default: long enough to read the logs"
+    config, contexts = clusters.reader()
     management = clusters.client()
     await management.create(JOBS, managed("done", "echo all done here"), "default")
     finished = await clusters.wait_for(JOBS, "default", "done", has_condition("Complete"))
@@ -55,9 +43,9 @@ async def test_a_finished_jobs_mirror_and_logs_stay_until_the_job_is_deleted(
     # A person's view: the worker still lists the mirror, and the logs can be read after the end.
     listed = await clusters.kubectl("--context", worker, "get", "jobs", "done", "-o", "name")
     assert listed.strip() == "job.batch/done"
-    logs = await inspect.logs(config, "done", "default", inspect.LogOptions())
+    logs = await inspect.logs(config, "done", "default", inspect.LogOptions(), contexts)
     assert [text.strip() for _, text in logs] == ["all done here"]
-    _, rows = await inspect.status(config)
+    _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/done")
     assert (row.worker, row.state, row.reason) == (worker, "Complete", "CompletionsReached")
     # Deleting the user's Job takes the kept mirror with it.
@@ -68,7 +56,8 @@ async def test_a_finished_jobs_mirror_and_logs_stay_until_the_job_is_deleted(
 
 async def test_a_finished_jobs_mirror_goes_when_its_ttl_ends(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    config = await _restart_manager(clusters, mirror_ttl_after_finished=2.0)
+    await clusters.restart_manager(mirror_ttl_after_finished=2.0)
+    config, contexts = clusters.reader()
     await clusters.client().create(JOBS, managed("brief", "true"), "default")
     await clusters.wait_for(JOBS, "default", "brief", has_condition("Complete"))
     worker, _ = await _mirror(clusters, "brief")
@@ -79,13 +68,12 @@ async def test_a_finished_jobs_mirror_goes_when_its_ttl_ends(dispatching_cluster
     user = await clusters.wait_for(JOBS, "default", "brief", lambda j: not j["metadata"].get("finalizers"))
     assert user["metadata"]["labels"][CLUSTER_LABEL] == worker
     with pytest.raises(inspect.LogsError, match=r"mirror is gone .*\(mirrorTTLSecondsAfterFinished\)"):
-        await inspect.logs(config, "brief", "default", inspect.LogOptions())
+        await inspect.logs(config, "brief", "default", inspect.LogOptions(), contexts)
 
 
 async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config
+    config, contexts = clusters.reader()
     management = clusters.client()
     await management.create(JOBS, managed("broken", "echo about to fail; exit 3", backoffLimit=0), "default")
     await clusters.wait_for(JOBS, "default", "broken", has_condition("Failed"))
@@ -93,9 +81,9 @@ async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_
     warning = await wait_for_event(management, "broken", "BackoffLimitExceeded")
     assert warning["type"] == "Warning"
     assert warning["message"] == f"Job has reached the specified backoff limit (on worker {worker})"
-    logs = await inspect.logs(config, "broken", "default", inspect.LogOptions())
+    logs = await inspect.logs(config, "broken", "default", inspect.LogOptions(), contexts)
     assert [text.strip() for _, text in logs] == ["about to fail"]
-    _, rows = await inspect.status(config)
+    _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/broken")
     assert (row.state, row.reason) == ("Failed", "BackoffLimitExceeded")
 
@@ -103,13 +91,18 @@ async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_
 async def test_a_job_no_worker_can_ever_fit_waits_with_a_warning_saying_so(
     dispatching_clusters: Clusters,
 ) -> None:
+    dispatching_clusters.in_process(
+        "gives the workers a capacity in the manager's config (on kind the workers' Secrets carry it)"
+    )
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     workers = [
         w.model_copy(update={"capacity": Capacity(resources={"cpu": "4"})})
         for w in clusters.local.manager.config.workers
     ]
-    config = await _restart_manager(clusters, workers=workers)
+    manager = await clusters.restart_manager(workers=workers)
+    assert manager is not None
+    config = manager.config
     management = clusters.client()
     huge = managed("huge", "true")
     huge["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "64"}}
@@ -136,8 +129,7 @@ async def test_a_pin_to_a_worker_that_does_not_exist_is_not_shown_as_placed(
     dispatching_clusters: Clusters,
 ) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config
+    config, contexts = clusters.reader()
     management = clusters.client()
     pinned = managed("pinned", "true")
     pinned["metadata"]["labels"] = {PIN_LABEL: "worker-9"}
@@ -148,11 +140,11 @@ async def test_a_pin_to_a_worker_that_does_not_exist_is_not_shown_as_placed(
     assert CLUSTER_LABEL not in waiting["metadata"]["labels"], (
         "`kubectl get -L multiqueue.dev/cluster` shows none"
     )
-    _, rows = await inspect.status(config)
+    _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/pinned")
     assert (row.worker, row.state, row.reason) == ("-", "Waiting", "NoWorker")
     with pytest.raises(inspect.LogsError, match="has not been dispatched to a worker"):
-        await inspect.logs(config, "pinned", "default", inspect.LogOptions())
+        await inspect.logs(config, "pinned", "default", inspect.LogOptions(), contexts)
 
 
 async def test_logs_are_never_read_from_a_job_of_the_same_name_made_for_another(
@@ -160,6 +152,7 @@ async def test_logs_are_never_read_from_a_job_of_the_same_name_made_for_another(
 ) -> None:
     """A Job of the same name on the worker that this manager did not make for this Job: its logs are refused,
     and the Job is left alone."""
+    dispatching_clusters.in_process("stops the in-process manager while it swaps a mirror for another Job")
     clusters = dispatching_clusters
     assert clusters.local is not None and clusters.local.manager is not None
     config = clusters.local.manager.config

@@ -110,6 +110,7 @@ def expected_up(kind: KindProvider, assets: KindAssets) -> list[str]:
     ]
     return [
         "docker info --format {{.ServerVersion}}",
+        f"docker image inspect --format {{{{.Id}}}} {NODE_IMAGE}",
         *creates,
         *(f"bash -euo pipefail -c {block}" for block in guide_blocks()),
         f"kubectl --kubeconfig {kc} --context kind-mq-management -n multiqueue-system wait "
@@ -302,3 +303,41 @@ def test_provider_comes_from_the_option_then_the_environment(
 def test_an_unknown_provider_is_a_usage_error_naming_its_source() -> None:
     with pytest.raises(pytest.UsageError, match="MULTIQUEUE_E2E_PROVIDER='minikube'"):
         selected_provider(None, {"MULTIQUEUE_E2E_PROVIDER": "minikube"})
+
+
+def test_a_node_image_docker_does_not_have_is_the_skip_reason_before_kind_could_pull_it(
+    tmp_path: Path, assets: KindAssets
+) -> None:
+    runner = RecordingRunner(fail_on="docker image inspect")
+    kind = provider(tmp_path, runner, assets)
+    with pytest.raises(KindUnavailable) as raised:
+        kind.up()
+    assert str(raised.value) == (
+        f"kind provider skipped: Docker has no {NODE_IMAGE}; build it with `bash hack/build-kind-images.sh`"
+    )
+    assert not any("create cluster" in line for line in runner.lines)
+
+
+def test_in_a_kubeconfig_shared_with_other_clusters_the_scenarios_get_only_the_kind_ones(
+    tmp_path: Path, assets: KindAssets
+) -> None:
+    """hack/kind-up.sh lets kind write to the user's own kubeconfig: the scenario kubeconfig keeps none of the
+    user's other clusters, users or contexts."""
+    own = tmp_path / "config"
+    own.write_text(yaml.safe_dump(_kubeconfig_of("prod", "https://prod.example:6443")))
+    runner = RecordingRunner()
+    kind = KindProvider(
+        REPO,
+        tmp_path / "kind",
+        runner=runner,
+        which=everything_on_path,
+        environ={ASSETS_ENV: str(assets.folder)},
+        kind_config=own,
+    )
+    environment = kind.up()
+    assert environment.kind_kubeconfig == own
+    scenario = yaml.safe_load(environment.kubeconfig.read_text())
+    for key in ("clusters", "users", "contexts"):
+        assert not [e for e in scenario[key] if "prod" in e["name"]], key
+    assert len(scenario["clusters"]) == len(scenario["users"]) == 3
+    assert "kind-prod" in {c["name"] for c in yaml.safe_load(own.read_text())["contexts"]}, "the user's stay"
