@@ -29,12 +29,13 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from multiqueue.api.types import CRONJOBS, JOBS, NAMESPACES, Resource
-from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.api.types import CRONJOBS, JOBS, NAMESPACES, PRIORITY_CLASSES, Resource
+from multiqueue.dispatch.config import Capacity, ManagerConfig
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
+from multiqueue.local.files import write_private
 from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import Binaries, MissingBinaries
 from tests.e2e.kind import (
@@ -124,6 +125,29 @@ class Clusters:
         local.manager = Manager(config)
         await local.manager.start()
         return local.manager
+
+    async def set_capacity(self, capacities: dict[str, Capacity]) -> None:
+        """Give workers these capacities as an admin does: on kind in the annotation of each worker's Secret that
+        `register-worker.sh --capacity` writes, which the running manager takes up (put back after the scenario);
+        on local and upstream in the manager's config file, the manager restarted with it."""
+        if self.kind_manager is not None:
+            await self.kind_manager.set_capacity(
+                {
+                    w: c.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for w, c in capacities.items()
+                }
+            )
+            return
+        local = self.local_clusters
+        assert local is not None and local.manager is not None
+        workers = [
+            w.model_copy(update={"capacity": capacities.get(w.name, w.capacity)})
+            for w in local.manager.config.workers
+        ]
+        manager = await self.restart_manager(workers=workers)
+        assert manager is not None
+        text = yaml.safe_dump(manager.config.model_dump(mode="json", by_alias=True), sort_keys=False)
+        await asyncio.to_thread(write_private, local.state_dir / "manager.yaml", text)
 
     async def manager_config(self) -> ManagerConfig:
         """The config the manager runs with (on kind: its ConfigMap's)."""
@@ -328,9 +352,10 @@ SYSTEM_NAMESPACES: Final = frozenset({"kube-system", "kube-public", "kube-node-l
 
 
 async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters]:
-    """Clients on the kind clusters; the Jobs, CronJobs and namespaces a scenario made are deleted after it, so the
-    next scenario can reuse the names (user Jobs first: the manager then deletes their mirrors), and a config it
-    changed is put back. A scenario fails if the manager met a refusal of its RBAC meanwhile: deploy/ must grant what it uses."""
+    """Clients on the kind clusters; the Jobs, CronJobs, namespaces and PriorityClasses a scenario made are deleted
+    after it, so the next scenario can reuse the names (user Jobs first: the manager then deletes their mirrors),
+    and the config and worker capacities it changed are put back. A scenario fails if the manager met a refusal of
+    its RBAC meanwhile: deploy/ must grant what it uses."""
     clients = {
         name: await KubeClient.connect(environment.kubeconfig, name, name) for name in environment.clusters
     }
@@ -343,10 +368,15 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
         kind_manager=manager,
     )
     since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    namespaces = {
-        name: {n["metadata"]["name"] for n in (await client.list(NAMESPACES))[0]}
-        for name, client in clients.items()
-    }
+
+    async def cluster_scoped(client: KubeClient) -> set[tuple[Resource, str]]:
+        return {
+            (resource, item["metadata"]["name"])
+            for resource in (NAMESPACES, PRIORITY_CLASSES)
+            for item in (await client.list(resource))[0]
+        }
+
+    before = {name: await cluster_scoped(client) for name, client in clients.items()}
     try:
         yield clusters
     finally:
@@ -371,12 +401,12 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
                             name,
                             within=120,
                         )
-                made = {n["metadata"]["name"] for n in (await client.list(NAMESPACES))[0]} - namespaces[name]
-                for namespace in made:
+                made = await cluster_scoped(client) - before[name]
+                for resource, item_name in made:
                     with contextlib.suppress(NotFound):
-                        await client.delete(NAMESPACES, namespace)
-                for namespace in made:
-                    await clusters.wait_gone(NAMESPACES, "", namespace, name, within=120)
+                        await client.delete(resource, item_name)
+                for resource, item_name in made:
+                    await clusters.wait_gone(resource, "", item_name, name, within=120)
             await manager.restore()
             refused = [
                 f"{pod}: {line}"

@@ -4,14 +4,17 @@ the manager's Deployment, ConfigMap and leader Lease, and the node containers th
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import yaml
 
 from multiqueue.api.types import LEASES
 from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.dispatch.workersecrets import CAPACITY_ANNOTATION
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Informer
 from tests.e2e.kind import DEPLOYMENT, NAMESPACE, REPO, KindEnvironment, kind_cluster_name
@@ -40,6 +43,17 @@ async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
     return out.decode()
 
 
+def _secret(worker: str) -> str:
+    """The management cluster's Secret of a worker, as deploy/register-worker.sh names it."""
+    return f"multiqueue-worker-{worker}"
+
+
+def _timestamp(text: str) -> datetime:
+    """A log line's RFC 3339 timestamp (nanoseconds, which datetime cannot hold, cut to microseconds)."""
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{whole}.{(fraction + '000000')[:6]}+00:00")
+
+
 def node(cluster: str) -> str:
     """The node container of a scenario cluster (management, worker-1, ...)."""
     return f"{kind_cluster_name(REPO, cluster)}-control-plane"
@@ -53,12 +67,16 @@ class KindManager:
     client: KubeClient  # the management cluster, with the scenario's (admin) credentials
     # The ConfigMap's config as it was before a scenario changed it (None: unchanged).
     original: str | None = None
+    # Each worker Secret's capacity annotation as it was before a scenario changed it (None: it had none).
+    capacities: dict[str, str | None] = field(default_factory=dict)
 
-    async def manager_kubectl(self, *args: str, stdin: str | None = None) -> str:
+    def _kubectl(self) -> tuple[str, ...]:
         """kubectl in the manager's namespace of the management cluster, as the scenario's admin."""
         kubeconfig = str(self.environment.kubeconfig)
-        context = ("--kubeconfig", kubeconfig, "--context", "management", "-n", NAMESPACE)
-        return await run("kubectl", *context, *args, stdin=stdin)
+        return ("kubectl", "--kubeconfig", kubeconfig, "--context", "management", "-n", NAMESPACE)
+
+    async def manager_kubectl(self, *args: str, stdin: str | None = None) -> str:
+        return await run(*self._kubectl(), *args, stdin=stdin)
 
     async def config_map(self) -> tuple[str, str]:
         """The name of the ConfigMap the Deployment mounts (kustomize suffixes a hash) and its config."""
@@ -85,7 +103,61 @@ class KindManager:
             document[key] = dumped[key]
         await self._write_and_roll(name, yaml.safe_dump(document, sort_keys=False))
 
+    async def set_capacity(self, capacities: dict[str, Obj]) -> None:
+        """Write each worker's capacity into the annotation of its Secret, as `register-worker.sh --capacity` does,
+        and wait until the leader has taken the worker up again with it; :meth:`restore` puts the old ones back."""
+        for worker in capacities:
+            if worker not in self.capacities:
+                self.capacities[worker] = await self._capacity(worker)
+        await self._annotate({w: json.dumps(c, sort_keys=True) for w, c in capacities.items()})
+
+    async def _capacity(self, worker: str) -> str | None:
+        secret = yaml.safe_load(await self.manager_kubectl("get", "secret", _secret(worker), "-o", "yaml"))
+        return (secret["metadata"].get("annotations") or {}).get(CAPACITY_ANNOTATION)
+
+    async def _annotate(self, capacities: dict[str, str | None]) -> None:
+        leader = await self.until_leader(lambda _: True)
+        since = datetime.now(UTC)
+        changed = set()
+        for worker, capacity in capacities.items():
+            if await self._capacity(worker) == capacity:
+                continue  # the manager has nothing new to take up
+            value = f"{CAPACITY_ANNOTATION}-" if capacity is None else f"{CAPACITY_ANNOTATION}={capacity}"
+            await self.manager_kubectl("annotate", "--overwrite", "secret", _secret(worker), value)
+            changed.add(worker)
+        if changed:
+            await self.until_logged(leader, since, {f"worker {w} added from Secret" for w in changed})
+
+    async def until_logged(self, pod: str, since: datetime, texts: set[str], within: float = 60.0) -> None:
+        """Follow a manager Pod's log until each of ``texts`` is in a line it wrote after ``since``. (The log API
+        counts ``--since-time`` in whole seconds; the runtime's timestamp of each line is finer.)"""
+        process = await asyncio.create_subprocess_exec(
+            *self._kubectl(), "logs", "--follow", "--timestamps", pod,
+            f"--since-time={since.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        assert process.stdout is not None
+        missing = set(texts)
+        try:
+            async with asyncio.timeout(within):
+                while missing:
+                    line = (await process.stdout.readline()).decode()
+                    if not line:
+                        raise CommandError(f"the log of {pod} ended before it said {sorted(missing)}")
+                    stamp, _, text = line.partition(" ")
+                    if _timestamp(stamp) >= since:
+                        missing = {t for t in missing if t not in text}
+        except TimeoutError:
+            raise CommandError(f"{pod} did not log {sorted(missing)} within {within:.0f} s") from None
+        finally:
+            process.kill()
+            await process.wait()
+
     async def restore(self) -> None:
+        """Put back the capacities and the config a scenario changed."""
+        if self.capacities:
+            capacities, self.capacities = self.capacities, {}
+            await self._annotate(capacities)
         if self.original is None:
             return
         name, _ = await self.config_map()

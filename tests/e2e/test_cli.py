@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from multiqueue.api.types import JOBS, NAMESPACES, PODS, SECRETS
+from multiqueue.dispatch.config import Capacity
 from multiqueue.kube.client import LogQuery
 from multiqueue.kube.errors import AlreadyExists, BadRequest
 from tests.e2e.conftest import BUSYBOX, GATES_MOUNT, Clusters, Gate, has_condition
@@ -174,37 +175,29 @@ async def test_kubectl_runs_multiqueue_as_a_plugin(dispatching_clusters: Cluster
     ]
 
 
-async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clusters, tmp_path: Path) -> None:
-    dispatching_clusters.in_process(
-        "gives each worker a capacity in a manager config file (on kind the workers' Secrets carry it)"
-    )
+async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    local = clusters.local
-    assert local is not None and local.manager is not None
-    capacity = {"maxJobs": 2, "resources": {"cpu": "4", "memory": "8Gi"}}
-    settings = local.manager.config.model_dump(mode="json", by_alias=True)
-    for worker in settings["workers"]:
-        worker["capacity"] = capacity
-    config = tmp_path / "manager.yaml"
-    config.write_text(yaml.safe_dump(settings))
+    code, out, _ = await multiqueue("status", *clusters.cli_target())
+    assert code == 0
+    assert "<unlimited>" in out, "no capacity configured"
+    capacity = Capacity(max_jobs=2, resources={"cpu": "4", "memory": "8Gi"})
+    await clusters.set_capacity({"worker-1": capacity, "worker-2": capacity})
     gate = clusters.gate("gate")
     body = managed("sized", f"while [ ! -f {gate} ]; do sleep 0.1; done")
     body["spec"]["template"]["spec"]["containers"][0]["resources"] = {
-        "requests": {"cpu": "1500m", "memory": "512Mi"}
+        "requests": {"cpu": "500m", "memory": "512Mi"}  # fits a kind node of 2 cores beside its control plane
     }
     await clusters.client().create(JOBS, body, "default")
     user = await clusters.wait_for(
         JOBS, "default", "sized", lambda j: (j.get("status") or {}).get("active") == 1
     )
     placed = user["metadata"]["labels"]["multiqueue.dev/cluster"]
-    code, out, _ = await multiqueue("status", "--config", str(config))
+    code, out, _ = await multiqueue("status", *clusters.cli_target())
     assert code == 0
     rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.startswith("worker-")}
     other = "worker-2" if placed == "worker-1" else "worker-1"
-    assert "jobs 1/2, cpu 1.5/4, memory 512Mi/8Gi" in rows[placed], out
+    assert "jobs 1/2, cpu 0.5/4, memory 512Mi/8Gi" in rows[placed], out
     assert "jobs 0/2, cpu 0/4, memory 0/8Gi" in rows[other], out
-    code, out, _ = await multiqueue("status", *clusters.cli_target())
-    assert "<unlimited>" in out, "no capacity configured"
     await gate.open()
     await clusters.wait_for(JOBS, "default", "sized", has_condition("Complete"))
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from multiqueue.api.types import JOBS, PODS
+from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
@@ -383,22 +384,11 @@ async def test_two_managers_one_leads_and_the_other_takes_over(dispatching_clust
             await manager.stop()
 
 
-async def test_a_job_that_fits_nowhere_waits_for_capacity(
-    dispatching_clusters: Clusters, tmp_path: Path
-) -> None:
-    dispatching_clusters.in_process(
-        "gives the workers a capacity in the manager's config (on kind the workers' Secrets carry it)"
-    )
+async def test_a_job_that_fits_nowhere_waits_for_capacity(dispatching_clusters: Clusters) -> None:
     from multiqueue.api.types import EVENTS
 
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    config = clusters.local.manager.config.model_copy(deep=True)
-    for worker in config.workers:
-        worker.capacity.max_jobs = 1
-    await clusters.local.manager.stop()
-    clusters.local.manager = Manager(config)
-    await clusters.local.manager.start()
+    await clusters.set_capacity({w: Capacity(max_jobs=1) for w in ("worker-1", "worker-2")})
     management = clusters.client()
     gate = clusters.gate("gate")
     for name in ("one", "two"):

@@ -16,7 +16,7 @@ import yaml
 
 from multiqueue.api.types import EVENTS, JOBS, LEASES, NAMESPACES, PODS, PRIORITY_CLASSES, SECRETS
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.config import LeaderElectionConfig
+from multiqueue.dispatch.config import Capacity, LeaderElectionConfig
 from multiqueue.dispatch.lossclock import lease_name, recorded_since
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, PIN_LABEL
@@ -146,17 +146,10 @@ async def test_a_brief_outage_moves_nothing(dispatching_clusters: Clusters, tmp_
     assert events == []
 
 
-async def test_waiting_jobs_get_capacity_by_priority_then_age(
-    dispatching_clusters: Clusters, tmp_path: Path
-) -> None:
-    dispatching_clusters.in_process(
-        "gives a worker a capacity in the manager's config (on kind the workers' Secrets carry it)"
-    )
+async def test_waiting_jobs_get_capacity_by_priority_then_age(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    workers = [w.model_copy(deep=True) for w in clusters.local.manager.config.workers[:1]]
-    workers[0].capacity.max_jobs = 1
-    await restart_manager(clusters, workers=workers)
+    # worker-1 takes one Job at a time and worker-2 none, so every Job here waits for worker-1.
+    await clusters.set_capacity({"worker-1": Capacity(max_jobs=1), "worker-2": Capacity(max_jobs=0)})
     management = clusters.client()
     high = {
         "apiVersion": "scheduling.k8s.io/v1",
@@ -166,7 +159,7 @@ async def test_waiting_jobs_get_capacity_by_priority_then_age(
     }
     # The class exists on the worker too, as an admin sets it up: the mirror's pods name it, and kube-apiserver's
     # Priority admission refuses pods that name a class the cluster lacks.
-    for cluster in ("management", workers[0].name):
+    for cluster in ("management", "worker-1"):
         await clusters.client(cluster).create(PRIORITY_CLASSES, high)
     gate = clusters.gate("gate")
     await management.create(JOBS, gated("blocker", gate), "default")

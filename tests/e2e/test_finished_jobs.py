@@ -91,18 +91,9 @@ async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_
 async def test_a_job_no_worker_can_ever_fit_waits_with_a_warning_saying_so(
     dispatching_clusters: Clusters,
 ) -> None:
-    dispatching_clusters.in_process(
-        "gives the workers a capacity in the manager's config (on kind the workers' Secrets carry it)"
-    )
     clusters = dispatching_clusters
-    assert clusters.local is not None and clusters.local.manager is not None
-    workers = [
-        w.model_copy(update={"capacity": Capacity(resources={"cpu": "4"})})
-        for w in clusters.local.manager.config.workers
-    ]
-    manager = await clusters.restart_manager(workers=workers)
-    assert manager is not None
-    config = manager.config
+    await clusters.set_capacity({w: Capacity(resources={"cpu": "4"}) for w in ("worker-1", "worker-2")})
+    config, contexts = clusters.reader()
     management = clusters.client()
     huge = managed("huge", "true")
     huge["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "64"}}
@@ -114,7 +105,7 @@ async def test_a_job_no_worker_can_ever_fit_waits_with_a_warning_saying_so(
     nowhere["metadata"]["annotations"] = {CLUSTER_SELECTOR_ANNOTATION: "region=mars"}
     await management.create(JOBS, nowhere, "default")
     await wait_for_event(management, "nowhere", "NoMatchingWorker")
-    _, rows = await inspect.status(config)
+    _, rows = await inspect.status(config, contexts)
     shown = {r.key: (r.worker, r.state, r.reason, r.message) for r in rows}
     assert shown["default/huge"] == ("-", "Waiting", "NeverFits", warning["message"])
     assert shown["default/nowhere"] == (
