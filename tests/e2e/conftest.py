@@ -29,7 +29,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from multiqueue.api.types import CRONJOBS, JOBS, NAMESPACES, PRIORITY_CLASSES, Resource
+from multiqueue.api.types import CRONJOBS, EVENTS, JOBS, NAMESPACES, PRIORITY_CLASSES, Resource
 from multiqueue.dispatch.config import Capacity, ManagerConfig
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
@@ -352,10 +352,10 @@ SYSTEM_NAMESPACES: Final = frozenset({"kube-system", "kube-public", "kube-node-l
 
 
 async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters]:
-    """Clients on the kind clusters; the Jobs, CronJobs, namespaces and PriorityClasses a scenario made are deleted
-    after it, so the next scenario can reuse the names (user Jobs first: the manager then deletes their mirrors),
-    and the config and worker capacities it changed are put back. A scenario fails if the manager met a refusal of
-    its RBAC meanwhile: deploy/ must grant what it uses."""
+    """Clients on the kind clusters, with no Events left from earlier scenarios; the Jobs, CronJobs, namespaces and
+    PriorityClasses a scenario made are deleted after it, so the next scenario can reuse the names (user Jobs first:
+    the manager then deletes their mirrors), and the config and worker capacities it changed are put back. A
+    scenario fails if the manager met a refusal of its RBAC meanwhile: deploy/ must grant what it uses."""
     clients = {
         name: await KubeClient.connect(environment.kubeconfig, name, name) for name in environment.clusters
     }
@@ -377,6 +377,13 @@ async def _kind_clusters(environment: KindEnvironment) -> AsyncIterator[Clusters
         }
 
     before = {name: await cluster_scoped(client) for name, client in clients.items()}
+    # Events outlive their objects by an hour: a scenario's Job must not find those of an earlier one of its name.
+    for client in clients.values():
+        for event in (await client.list(EVENTS))[0]:
+            meta = event["metadata"]
+            if meta["namespace"] not in SYSTEM_NAMESPACES:
+                with contextlib.suppress(NotFound):
+                    await client.delete(EVENTS, meta["name"], meta["namespace"])
     try:
         yield clusters
     finally:
