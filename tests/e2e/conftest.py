@@ -347,7 +347,7 @@ def _run_block(block: str, env: dict[str, str]) -> None:
     assert done.returncode == 0, f"{block.strip()} exited {done.returncode}: {done.stderr[-2000:]}"
 
 
-# Jobs here are the clusters' own, never a scenario's.
+# The clusters' own namespaces: no scenario makes Jobs, CronJobs or Events there.
 SYSTEM_NAMESPACES: Final = frozenset({"kube-system", "kube-public", "kube-node-lease", "multiqueue-system"})
 
 

@@ -106,27 +106,28 @@ class KindManager:
     async def set_capacity(self, capacities: dict[str, Obj]) -> None:
         """Write each worker's capacity into the annotation of its Secret, as `register-worker.sh --capacity` does,
         and wait until the leader has taken the worker up again with it; :meth:`restore` puts the old ones back."""
-        for worker in capacities:
-            if worker not in self.capacities:
-                self.capacities[worker] = await self._capacity(worker)
-        await self._annotate({w: json.dumps(c, sort_keys=True) for w, c in capacities.items()})
+        previous = await self._annotate({w: json.dumps(c, sort_keys=True) for w, c in capacities.items()})
+        for worker, capacity in previous.items():
+            self.capacities.setdefault(worker, capacity)
 
-    async def _capacity(self, worker: str) -> str | None:
-        secret = yaml.safe_load(await self.manager_kubectl("get", "secret", _secret(worker), "-o", "yaml"))
-        return (secret["metadata"].get("annotations") or {}).get(CAPACITY_ANNOTATION)
-
-    async def _annotate(self, capacities: dict[str, str | None]) -> None:
+    async def _annotate(self, capacities: dict[str, str | None]) -> dict[str, str | None]:
+        """Set (None: remove) each worker Secret's capacity annotation; what each held before."""
         leader = await self.until_leader(lambda _: True)
         since = datetime.now(UTC)
-        changed = set()
+        previous: dict[str, str | None] = {}
         for worker, capacity in capacities.items():
-            if await self._capacity(worker) == capacity:
+            secret = yaml.safe_load(
+                await self.manager_kubectl("get", "secret", _secret(worker), "-o", "yaml")
+            )
+            previous[worker] = (secret["metadata"].get("annotations") or {}).get(CAPACITY_ANNOTATION)
+            if previous[worker] == capacity:
                 continue  # the manager has nothing new to take up
             value = f"{CAPACITY_ANNOTATION}-" if capacity is None else f"{CAPACITY_ANNOTATION}={capacity}"
             await self.manager_kubectl("annotate", "--overwrite", "secret", _secret(worker), value)
-            changed.add(worker)
+        changed = {w for w, capacity in capacities.items() if previous[w] != capacity}
         if changed:
             await self.until_logged(leader, since, {f"worker {w} added from Secret" for w in changed})
+        return previous
 
     async def until_logged(self, pod: str, since: datetime, texts: set[str], within: float = 60.0) -> None:
         """Follow a manager Pod's log until each of ``texts`` is in a line it wrote after ``since``. (The log API

@@ -11,7 +11,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from multiqueue.kube.errors import AlreadyExists, BadRequest
 from tests.e2e.conftest import BUSYBOX, GATES_MOUNT, Clusters, Gate, has_condition
 from tests.e2e.test_dispatch import managed
 from tests.support.processes import REPO
+from tests.support.waiting import saying_on_timeout
 
 pytestmark = pytest.mark.e2e
 
@@ -202,14 +203,6 @@ async def test_status_shows_what_each_worker_has_left(dispatching_clusters: Clus
     await clusters.wait_for(JOBS, "default", "sized", has_condition("Complete"))
 
 
-@contextlib.asynccontextmanager
-async def _saying_on_timeout(what: Callable[[], str]) -> AsyncIterator[None]:
-    try:
-        yield
-    except TimeoutError:
-        pytest.fail(f"timed out; {what()}")
-
-
 async def test_status_watch_prints_each_job_as_it_changes(dispatching_clusters: Clusters) -> None:
     clusters = dispatching_clusters
     management = clusters.client()
@@ -230,7 +223,7 @@ async def test_status_watch_prints_each_job_as_it_changes(dispatching_clusters: 
         return seen[-1]
 
     try:
-        async with _saying_on_timeout(lambda: f"status -w printed:\n{''.join(seen)}"), asyncio.timeout(60):
+        async with saying_on_timeout(lambda: f"status -w printed:\n{''.join(seen)}"), asyncio.timeout(60):
             await until(r"^KIND\s+NAME\s+WORKER\s+STATE")  # the tables first, as without -w
             await management.create(JOBS, managed("elsewhere", "true"), "team-b")
             await management.create(JOBS, managed("watched", "true"), "default")

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -25,6 +23,7 @@ from tests.e2e.conftest import Clusters, has_condition, job_body
 from tests.e2e.kind import DEFAULT_WORKDIR, GETTING_STARTED, IMAGE, KIND_SECTION, NAMESPACE, REPO
 from tests.e2e.kindops import KindManager, node, run
 from tests.support.docblocks import shell_blocks
+from tests.support.waiting import saying_on_timeout
 
 pytestmark = pytest.mark.e2e
 Obj = dict[str, Any]
@@ -246,14 +245,6 @@ async def test_the_leader_pod_deleted_then_killed_while_100_jobs_run_and_each_ru
     )
 
 
-@contextlib.asynccontextmanager
-async def _saying_on_timeout(what: Callable[[], str]) -> AsyncIterator[None]:
-    try:
-        yield
-    except TimeoutError:
-        pytest.fail(f"timed out: {what()}")
-
-
 async def _until_jobs(clusters: Clusters, names: list[str], holds: Any, within: float) -> dict[str, Obj]:
     """Watch the management cluster's Jobs until every one of ``names`` satisfies ``holds``; the last seen."""
     client = clusters.client()
@@ -265,7 +256,7 @@ async def _until_jobs(clusters: Clusters, names: list[str], holds: Any, within: 
         shown = {n: (latest.get(n) or {}).get("status") for n in late[:5]}
         return f"{len(late)} of {len(names)} Jobs not there yet, among them {shown}"
 
-    async with _saying_on_timeout(laggards), asyncio.timeout(within):
+    async with saying_on_timeout(laggards), asyncio.timeout(within):
         items, rv = await client.list(JOBS, "default")
         latest.update({j["metadata"]["name"]: j for j in items if j["metadata"]["name"] in wanted})
         while not all(n in latest and holds(latest[n]) for n in names):

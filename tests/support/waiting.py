@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
 
 from multiqueue.kube.informer import Handlers, Informer
 from multiqueue.local.apiserver.server import ApiServer
@@ -43,3 +46,12 @@ async def until_stored(server: ApiServer, holds: Callable[[], bool], within: flo
         while not holds():
             changed.clear()
             await changed.wait()
+
+
+@contextlib.asynccontextmanager
+async def saying_on_timeout(what: Callable[[], str]) -> AsyncIterator[None]:
+    """A timeout inside fails the test with ``what()``: what was seen instead of what was waited for."""
+    try:
+        yield
+    except TimeoutError:
+        pytest.fail(f"timed out: {what()}")
