@@ -2,9 +2,9 @@
 """Write the OpenAPI facts table of the embedded API server, from the Kubernetes release hack/control-plane/go.mod
 pins.
 
-The embedded server's OpenAPI documents (multiqueue/local/apiserver/openapi.py) are made from the official Python
+The embedded server's OpenAPI documents (multiqueue/apiserver/openapi.py) are made from the official Python
 client's models: their fields, types, references, ``required`` and descriptions. What the models do not carry
-comes from here, multiqueue/local/apiserver/openapi_facts.json: each definition's upstream name and the client
+comes from here, multiqueue/apiserver/openapi_facts.json: each definition's upstream name and the client
 model it is, and the facts upstream publishes that the models lose: integer and string formats, the
 ``x-kubernetes-*`` extensions (list types and map keys, map types, patch strategies and merge keys, unions,
 int-or-string, preserve-unknown-fields), and which plain-string fields upstream types by reference (quantities,
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "hack"))
 import kubernetes.client.models as models  # noqa: E402
 from protobuf_fields import GO_MOD, module_cache, module_dirs, pinned_versions  # noqa: E402
 
-from multiqueue.local.apiserver.resources import BUILTIN  # noqa: E402
+from multiqueue.apiserver.resources import BUILTIN  # noqa: E402
 
 OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "openapi_facts.json"
 MODULE = "k8s.io/kubernetes"

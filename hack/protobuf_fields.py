@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the protobuf field tables of the embedded API server, from the Go modules hack/control-plane/go.mod pins.
 
-multiqueue/local/apiserver/protobuf_fields.json is what the server needs to read the protobuf bodies clients send
+multiqueue/apiserver/protobuf_fields.json is what the server needs to read the protobuf bodies clients send
 (``Content-Type: application/vnd.kubernetes.protobuf``) as the JSON the same Go object marshals to.
 
 Field numbers and wire types come from the generated.proto files of the Go modules hack/control-plane/go.mod pins;
@@ -9,7 +9,7 @@ how each field renders in JSON (its JSON name, ``omitempty``/``omitzero``, point
 Go structs those files were generated from, matched on the field number of their ``protobuf`` struct tags. Only
 the messages reachable from the kinds the server serves (resources.py) and from DeleteOptions are written.
 
-multiqueue/local/apiserver/gnostic_fields.json holds the messages of gnostic's OpenAPIv2.proto, in which
+multiqueue/apiserver/gnostic_fields.json holds the messages of gnostic's OpenAPIv2.proto, in which
 /openapi/v2 is served to clients that ask for protobuf (kubectl 1.27 and 1.28): every message, as the whole
 document is built from them.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from multiqueue.local.apiserver.resources import BUILTIN  # noqa: E402
+from multiqueue.apiserver.resources import BUILTIN  # noqa: E402
 
 GO_MOD = REPO / "hack" / "control-plane" / "go.mod"
 OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "protobuf_fields.json"

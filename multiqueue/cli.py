@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import dataclasses
 import errno
 import json
@@ -24,18 +23,19 @@ import yaml
 
 from multiqueue import __version__, completion
 from multiqueue.api import manifests
+from multiqueue.api.durations import human_duration
+from multiqueue.apiserver import decoding
 from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.kube.tasks import cancel_and_wait
-from multiqueue.local.apiserver import decoding, gotypes
 from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
 from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
+from multiqueue.loop.tasks import cancel_and_wait
 
 USAGE_ERROR = 2
 RUNTIME_FAILURE = 1
@@ -72,7 +72,7 @@ def _validate(args: argparse.Namespace) -> int:
                 )
                 continue
             checked += 1
-            problems = _decoding_problem(obj) or manifests.validate_manifest(obj)
+            problems = decoding.decoding_problem(obj) or manifests.validate_manifest(obj)
             kind = str(obj.get("kind", "")).lower() or "object"
             name = manifests.display_name(obj)
             if problems:
@@ -86,18 +86,6 @@ def _validate(args: argparse.Namespace) -> int:
         raise UsageError("no Job or CronJob manifests found in the given files")
     print(f"{checked - failures} valid, {failures} invalid")
     return 1 if failures else 0
-
-
-def _decoding_problem(obj: dict[str, Any]) -> str:
-    """What kube-apiserver's decoder refuses before validation, as kubectl's default strict field validation
-    meets it: a value of the wrong type for its field, or a field the kind does not have (a typo)."""
-    kind = str(obj["kind"])
-    named = f"{kind.lower()}/{manifests.display_name(obj)}"
-    problem = gotypes.type_error("batch/v1", kind, obj)
-    if problem:
-        return f'{named}: {kind} in version "v1" cannot be handled as a {kind}: {problem}'
-    unknown = decoding.drop_unknown(f"V1{kind}", copy.deepcopy(obj))
-    return f"{named}: {decoding.strict_error(kind, 'v1', unknown)['message']}" if unknown else ""
 
 
 def _load_manifests(path: Path) -> list[dict[str, Any]]:
@@ -383,12 +371,6 @@ async def _listening(what: str, setting: str, address: str, serving: Awaitable[T
         ) from exc
 
 
-def _format_age(seconds: float) -> str:
-    from multiqueue.local.apiserver.tables import human_duration
-
-    return human_duration(seconds)
-
-
 def _reach(args: argparse.Namespace) -> tuple[ManagerConfig, Path | None]:
     """The manager config of ``--config``, with ``--kubeconfig``/``--context`` in place of its management cluster;
     without ``--config``, the management cluster as kubectl finds it, a manager of the default name, and the path
@@ -544,7 +526,7 @@ def _job_table(rows: list[inspect.JobRow], wide: bool) -> tuple[list[str], list[
     ]
     return header, [
         [
-            j.kind, j.key, j.worker, j.state, j.completions, j.reason, _format_age(j.age_seconds),
+            j.kind, j.key, j.worker, j.state, j.completions, j.reason, human_duration(j.age_seconds),
             *([j.message] if wide else []),
         ]
         for j in rows

@@ -13,13 +13,13 @@ from tests.e2e.kind import kind_unavailable
 from tests.e2e.providers import PROVIDER_ENV, PROVIDERS, selected_provider
 
 if TYPE_CHECKING:
-    from multiqueue.local.apiserver.server import ApiServer
+    from multiqueue.apiserver.server import ApiServer
 
 
 @pytest.fixture
 async def apiserver(tmp_path: Path) -> AsyncIterator[ApiServer]:
     """A local API server in the test's event loop, with its state in a temporary folder."""
-    from multiqueue.local.apiserver.server import ApiServer
+    from multiqueue.apiserver.server import ApiServer
     from tests.support.servers import server_config
 
     server = ApiServer(server_config(tmp_path / "state"))

@@ -42,8 +42,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from multiqueue.api import jobs, pods
-from multiqueue.api.errors import FieldError, invalid, non_negative, not_supported, required
-from multiqueue.api.godecode import strconv_quote
+from multiqueue.api.errors import FieldError, invalid, non_negative, not_supported, required, strconv_quote
 from multiqueue.api.meta import (
     as_dict,
     metadata,

@@ -14,8 +14,6 @@ import math
 from enum import StrEnum
 from typing import Any, Final
 
-from multiqueue.api.godecode import strconv_quote
-
 
 class ErrorType(StrEnum):
     """The ``details.causes[].reason`` values upstream uses for field errors."""
@@ -252,3 +250,26 @@ def gone_status(message: str) -> dict[str, Any]:
 
 def bad_request_status(message: str) -> dict[str, Any]:
     return status(400, "BadRequest", message)
+
+
+def strconv_quote(text: str) -> str:
+    """Go's strconv.Quote, which strconv errors print their input with."""
+    out: list[str] = []
+    escapes = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+    for char in text:
+        code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            char, code = "\ufffd", 0xFFFD  # Go never holds a lone surrogate; its decoder makes it U+FFFD
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in escapes:
+            out.append(escapes[char])
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'

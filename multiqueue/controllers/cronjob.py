@@ -22,11 +22,11 @@ from multiqueue.api.meta import controller_ref, is_controlled_by, key_of, metada
 from multiqueue.api.types import CRONJOBS, JOBS, Obj
 from multiqueue.controllers.cronjob_sync import Actions, decide
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

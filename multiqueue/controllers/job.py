@@ -40,11 +40,11 @@ from multiqueue.controllers.job_sync import (
     releases_orphan,
 )
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

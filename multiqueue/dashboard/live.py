@@ -30,7 +30,7 @@ from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.inspect import Change, event_time, follow_objects, job_row
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Handlers
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

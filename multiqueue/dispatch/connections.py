@@ -14,7 +14,7 @@ from multiqueue.dispatch.workers import WorkerPool, WorkerSettings
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import Credentials
 from multiqueue.kube.informer import COMPACT, InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ from multiqueue.dispatch.placement import WorkerView
 from multiqueue.dispatch.sweep import collect_garbage, sweep_every
 from multiqueue.dispatch.workers import WorkerPool
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.tasks import cancel_and_wait
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, wo
 from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Forbidden, Gone, KubeError, NotFound, Unauthorized
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 
 @dataclasses.dataclass

@@ -19,9 +19,9 @@ from multiqueue.api.types import LEASES, Obj
 from multiqueue.dispatch.mirror import ORIGIN_LABEL
 from multiqueue.dispatch.workers import WorkerPool
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from multiqueue.kube.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import COMPACT, InformerFactory
 from multiqueue.kube.leaderelection import LeaderElector, LeaderWork, LeaseTimings
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from multiqueue.dispatch.connections import WorkerConnections
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.dispatch.workersecrets import SecretWorker, WorkerSecretError, worker_from_secret
 from multiqueue.kube.config import KubeconfigError, load_credentials
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.tasks import cancel_and_wait
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

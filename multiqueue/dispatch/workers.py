@@ -25,7 +25,7 @@ from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Forbidden, KubeError, TransportError, Unauthorized
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from multiqueue.loop.errors import ExpectedFailure
 
-class KubeError(Exception):
+
+class KubeError(ExpectedFailure):
     """Any failed call to an API server."""
 
 

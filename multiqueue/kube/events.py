@@ -21,7 +21,7 @@ from multiqueue.api.meta import format_time, metadata
 from multiqueue.api.types import EVENTS, NORMAL, WARNING, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import KubeError, NotFound
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
 from multiqueue.kube.indexer import NAMESPACE_INDEX, Indexer, IndexFunc
-from multiqueue.kube.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

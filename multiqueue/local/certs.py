@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from multiqueue.local.files import write_private
+from multiqueue.loop.files import write_private
 
 VALIDITY = datetime.timedelta(days=3650)
 

@@ -22,9 +22,9 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.config import LocalCluster
 from multiqueue.local.kubelet import LocalKubelet
+from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from multiqueue.local.files import open_private, private_dirs, write_private
+from multiqueue.loop.files import open_private, private_dirs, write_private
 
 # $1: the attempt's folder, $2: mv, $3: the working directory, $4: a Python interpreter and $5: the log shipper
 # (:data:`SHIPPER`) it runs, $6: the log file, then the command. Variables are prefixed so that none of the

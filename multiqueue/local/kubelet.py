@@ -51,11 +51,8 @@ from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
 from multiqueue.api.types import PODS, Obj
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.kube.tasks import cancel_and_wait
-from multiqueue.kube.workqueue import WorkQueue
 from multiqueue.local import containers
 from multiqueue.local.containers import (
     AttemptLog,
@@ -67,9 +64,12 @@ from multiqueue.local.containers import (
     Seen,
     Step,
 )
-from multiqueue.local.files import open_private
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
 from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
+from multiqueue.loop.files import open_private
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.tasks import cancel_and_wait
+from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

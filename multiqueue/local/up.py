@@ -26,14 +26,14 @@ import aiohttp
 import yaml
 from opentelemetry.metrics import Meter
 
+from multiqueue.apiserver.server import ApiServer, ServerConfig
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.manager import Manager
-from multiqueue.local.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
-from multiqueue.local.files import private_dirs, write_private
 from multiqueue.local.upstream import Binaries, ControlPlaneFiles, UpstreamControlPlane, allocate_ports
+from multiqueue.loop.files import private_dirs, write_private
 
 log = logging.getLogger(__name__)
 

@@ -56,13 +56,12 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from multiqueue.api.versions import KUBERNETES_VERSION
 from multiqueue.local.certs import ServingCert
-from multiqueue.local.files import open_private, private_dirs, write_private
+from multiqueue.loop.files import open_private, private_dirs, write_private
 
 log = logging.getLogger(__name__)
 
-# The release hack/control-plane/go.mod pins (a test keeps the two equal): the build cache's folder name.
-KUBERNETES_VERSION: Final = "v1.37.2"
 BINARIES: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 BUILD_COMMAND: Final = "bash hack/build-control-plane.sh"
 ASSETS_VARIABLE: Final = "KUBEBUILDER_ASSETS"

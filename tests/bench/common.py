@@ -45,7 +45,7 @@ def record(name: str, figures: dict[str, Any], path: Path = RESULTS) -> None:
 
 
 def _serve(port_queue: Any, token: str, state_dir: str, window: int) -> None:
-    from multiqueue.local.apiserver.server import ApiServer, ServerConfig
+    from multiqueue.apiserver.server import ApiServer, ServerConfig
 
     async def main() -> None:
         server = ApiServer(

@@ -35,9 +35,9 @@ from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import NotFound
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig, LocalManager
-from multiqueue.local.files import write_private
 from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import Binaries, MissingBinaries
+from multiqueue.loop.files import write_private
 from tests.e2e.kind import (
     ASSETS_ENV,
     DEFAULT_WORKDIR,

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import yaml
 
-from multiqueue.local.upstream import KUBERNETES_VERSION
+from multiqueue.api.versions import KUBERNETES_VERSION
 from tests.support.docblocks import shell_blocks
 
 REPO: Final = Path(__file__).resolve().parents[2]

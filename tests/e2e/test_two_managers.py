@@ -130,7 +130,7 @@ def dispatcher_trouble(records: list[logging.LogRecord]) -> list[str]:
     for record in records:
         message = record.getMessage()
         ours = record.name.startswith("multiqueue.dispatch") or (
-            record.name == "multiqueue.kube.controller" and message.startswith("dispatcher")
+            record.name == "multiqueue.loop.reconcile" and message.startswith("dispatcher")
         )
         traceback = record.exc_info is not None or bool(record.exc_text)
         failed = record.levelno >= logging.ERROR or ("syncing" in message and "failed" in message)

@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver.protowire import len_field, string_field, varint_field
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.protowire import len_field, string_field, varint_field
+from multiqueue.apiserver.server import ApiServer
 from tests.support.servers import server_config, tls_config
 
 JOB = {

@@ -11,13 +11,13 @@ import pytest
 
 from multiqueue.api.meta import format_time, parse_time
 from multiqueue.api.types import CRONJOBS, JOBS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.controllers.cronjob import CronJobController
 from multiqueue.controllers.cronjob_sync import NEXT_SCHEDULE_DELTA
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.clock import FakeClock
 from tests.support.waiting import Changes

@@ -16,6 +16,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from multiqueue.api.types import EVENTS, JOBS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.dashboard.live import BACKLOG, LiveView, Timings
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.capacity import Ledger
@@ -26,7 +27,6 @@ from multiqueue.dispatch.mirror import Identity
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
 from multiqueue.kube.informer import InformerFactory
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.processes import Spawned
 from tests.support.servers import kubeconfig_dict

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from multiqueue.api.types import CONFIGMAPS, EVENTS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.events import EventRecorder
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 
 

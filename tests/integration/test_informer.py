@@ -8,9 +8,9 @@ from typing import Any
 
 from multiqueue.api.meta import key_of
 from multiqueue.api.types import CONFIGMAPS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.informer import COMPACT, Handlers, Informer, InformerFactory
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.servers import server_config
 from tests.support.waiting import Changes

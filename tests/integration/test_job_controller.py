@@ -13,12 +13,12 @@ import pytest
 
 from multiqueue.api.jobs import TRACKING_FINALIZER
 from multiqueue.api.types import EVENTS, JOBS, PODS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import BadRequest
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.waiting import Changes
 
@@ -159,13 +159,13 @@ async def test_a_job_status_that_is_not_an_object_is_refused_and_the_job_runs(
     ):
         await client.update_status(JOBS, {**created, "status": status})
     assert (await client.get(JOBS, "odd", "default")).get("status") == {}
-    caplog.set_level(logging.WARNING, logger="multiqueue.kube.controller")
+    caplog.set_level(logging.WARNING, logger="multiqueue.loop.reconcile")
     harness.task = asyncio.create_task(controller.run())
     await changes.until(lambda: len(controller.pods.objects("default")) == 1)
     await changes.until(
         lambda: (controller.jobs.get("default/odd") or {}).get("status", {}).get("active") == 1
     )
-    assert [r.getMessage() for r in caplog.records if r.name == "multiqueue.kube.controller"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "multiqueue.loop.reconcile"] == []
 
 
 def _finalizers(controller: JobController, key: str) -> list[str] | None:

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 
 from multiqueue.api.types import CONFIGMAPS, JOBS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import AlreadyExists, Conflict, Invalid, NotFound, ServerError, Unauthorized
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 
 

@@ -29,10 +29,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from multiqueue.api.types import LEASES, NAMESPACES, NODES, PODS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Informer, InformerFactory
 from multiqueue.local import containers
-from multiqueue.local.apiserver.server import ApiServer
 from multiqueue.local.kubelet import LocalKubelet
 from multiqueue.local.kubeletapi import KubeletAuth
 from multiqueue.local.node import NodeTiming

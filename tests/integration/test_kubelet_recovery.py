@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from multiqueue.api.types import JOBS, PODS
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Informer, InformerFactory
 from multiqueue.local import containers
-from multiqueue.local.apiserver.server import ApiServer
 from multiqueue.local.kubelet import LocalKubelet
 from tests.support.clients import client_for
 from tests.support.pods import phase, pod_body

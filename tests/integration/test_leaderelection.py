@@ -7,8 +7,8 @@ import contextlib
 import time
 
 from multiqueue.api.types import LEASES
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.leaderelection import LeaderElector, LeaseTimings
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 
 TIMINGS = LeaseTimings(lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)

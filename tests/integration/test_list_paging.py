@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import continuation
-from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.rest import ApiError
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.resources import ResourceType
+from multiqueue.apiserver.rest import ApiError
+from multiqueue.apiserver.rules import continuation
+from multiqueue.apiserver.server import ApiServer
 from tests.support.servers import server_config
 
 LABELS = "app=paging"

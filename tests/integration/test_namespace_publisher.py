@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.server import ApiServer
 from tests.support.servers import server_config, tls_config
 from tests.support.waiting import until_stored
 

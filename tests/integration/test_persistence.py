@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from multiqueue.local.apiserver.resources import ResourceType
-from multiqueue.local.apiserver.rest import ApiError
-from multiqueue.local.apiserver.server import ApiServer
-from multiqueue.local.apiserver.store import Expired
+from multiqueue.apiserver.resources import ResourceType
+from multiqueue.apiserver.rest import ApiError
+from multiqueue.apiserver.server import ApiServer
+from multiqueue.apiserver.store import Expired
 from tests.support.servers import server_config
 
 

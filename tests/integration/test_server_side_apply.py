@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.server import ApiServer
 
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"

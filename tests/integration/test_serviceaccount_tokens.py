@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver.server import ApiServer
-from multiqueue.local.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Store
+from multiqueue.apiserver.server import ApiServer
+from multiqueue.apiserver.store import DEFAULT_WINDOW, DEFAULT_WINDOW_BYTES, Store
 from tests.support.servers import server_config, tls_config
 from tests.support.waiting import until_stored
 

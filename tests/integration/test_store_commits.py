@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver import journal
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver import journal
+from multiqueue.apiserver.server import ApiServer
 
 PATH = "/api/v1/namespaces/default/configmaps"
 MERGE = {"Content-Type": "application/merge-patch+json"}

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.server import ApiServer
 from tests.support.servers import server_config
 
 BOOKMARK_INTERVAL = 0.3

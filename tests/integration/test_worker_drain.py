@@ -4,10 +4,10 @@ worker can be let go, instead of waiting for some later change to one of them.""
 from __future__ import annotations
 
 from multiqueue.api.types import JOBS, Obj
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.workers import WorkerPool, WorkerSettings
 from multiqueue.kube.informer import InformerFactory
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 
 

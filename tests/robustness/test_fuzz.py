@@ -40,9 +40,9 @@ import pytest
 import yarl
 
 from multiqueue.api.types import Resource
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Informer
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.clients import client_for
 from tests.support.servers import server_config
 from tests.support.waiting import Changes

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from multiqueue.local.apiserver.server import ApiServer
+from multiqueue.apiserver.server import ApiServer
 from tests.support.servers import server_config
 
 pytestmark = pytest.mark.robustness

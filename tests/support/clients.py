@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from multiqueue.apiserver.server import ApiServer
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
-from multiqueue.local.apiserver.server import ApiServer
 from tests.support.servers import kubeconfig_dict
 
 

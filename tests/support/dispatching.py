@@ -24,9 +24,9 @@ from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, KubeError
 from multiqueue.kube.informer import Handlers, Informer
-from multiqueue.kube.tasks import cancel_and_wait
 from multiqueue.local.config import ControlPlane, LocalCluster, LocalConfig
 from multiqueue.local.up import LocalClusters
+from multiqueue.loop.tasks import cancel_and_wait
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

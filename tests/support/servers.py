@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from multiqueue.local.apiserver.server import ApiServer, ServerConfig
+from multiqueue.apiserver.server import ApiServer, ServerConfig
 from multiqueue.local.certs import serving_cert
 
 

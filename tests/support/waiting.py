@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from multiqueue.apiserver.server import ApiServer
+from multiqueue.apiserver.store import Event
 from multiqueue.kube.informer import Handlers, Informer
-from multiqueue.local.apiserver.server import ApiServer
-from multiqueue.local.apiserver.store import Event
 
 
 class Changes:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import apply
-from multiqueue.api.apply import ABSENT, Conflicts, VersionedSet
-from multiqueue.api.fieldsets import FieldSet, path_string
-from multiqueue.api.schemas import Schema
+from multiqueue.apiserver.rules import apply
+from multiqueue.apiserver.rules.apply import ABSENT, Conflicts, VersionedSet
+from multiqueue.apiserver.rules.fieldsets import FieldSet, path_string
+from multiqueue.apiserver.rules.schemas import Schema
 
 REF = "#/components/schemas/"
 DEFINITIONS: dict[str, Any] = {

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import configs
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import configs
 
 KEY_MSG = (
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "

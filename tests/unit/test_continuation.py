@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from multiqueue.api import continuation, godecode
+from multiqueue.apiserver.rules import continuation, godecode
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.decoding import (
+from multiqueue.apiserver.decoding import (
     check_directive,
     decode,
     decode_apply,
@@ -16,8 +16,8 @@ from multiqueue.local.apiserver.decoding import (
     strict_error,
     warning,
 )
-from multiqueue.local.apiserver.registry import Registry
-from multiqueue.local.apiserver.rest import ApiError
+from multiqueue.apiserver.registry import Registry
+from multiqueue.apiserver.rest import ApiError
 
 REGISTRY = Registry()
 CONFIGMAPS = REGISTRY.lookup("", "v1", "configmaps")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.discovery import (
+from multiqueue.apiserver.discovery import (
     LEGACY_CONTENT_TYPE,
     aggregated_content_type,
     aggregated_discovery,
@@ -19,7 +19,7 @@ from multiqueue.local.apiserver.discovery import (
     version_info,
     version_priority,
 )
-from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver.resources import BUILTIN, ResourceType
 
 Obj = dict[str, Any]
 

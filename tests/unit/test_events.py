@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import events
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import events
 
 
 def _event(namespace: str = "ns", name: str = "e", **fields: Any) -> Obj:

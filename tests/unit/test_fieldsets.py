@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.fieldsets import (
+from multiqueue.apiserver.rules.fieldsets import (
     EMPTY,
     FieldsError,
     FieldSet,

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import errors, godecode
+from multiqueue.api import errors
+from multiqueue.apiserver.rules import godecode
 
 
 @pytest.mark.parametrize(

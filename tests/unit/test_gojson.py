@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.gojson import omit_empty
+from multiqueue.apiserver.gojson import omit_empty
 
 POD_SPEC: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.gotypes import QUANTITY_PATTERN, type_error
+from multiqueue.apiserver.gotypes import QUANTITY_PATTERN, type_error
 
 POD_SPEC: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
 

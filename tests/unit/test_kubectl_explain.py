@@ -22,8 +22,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from multiqueue.local.apiserver import discovery, openapi, openapi_v2
-from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver import discovery, openapi, openapi_v2
+from multiqueue.apiserver.resources import BUILTIN, ResourceType
 from multiqueue.local.certs import serving_cert
 
 KUBECTL = shutil.which("kubectl")

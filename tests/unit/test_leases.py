@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import leases
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import leases
 
 
 def _lease(**spec: Any) -> Obj:

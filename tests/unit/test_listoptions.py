@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from multiqueue.api import listoptions
-from multiqueue.api.listoptions import ListOptions
+from multiqueue.apiserver.rules import listoptions
+from multiqueue.apiserver.rules.listoptions import ListOptions
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import jobs, managedfields, schemas
-from multiqueue.api.apply import Conflicts
-from multiqueue.api.managedfields import Applied, ApplyError, Context
+from multiqueue.api import jobs
 from multiqueue.api.types import Obj
-from multiqueue.local.apiserver.openapi import kind_structure
-from multiqueue.local.apiserver.resources import BUILTIN
+from multiqueue.apiserver.openapi import kind_structure
+from multiqueue.apiserver.resources import BUILTIN
+from multiqueue.apiserver.rules import managedfields, schemas
+from multiqueue.apiserver.rules.apply import Conflicts
+from multiqueue.apiserver.rules.managedfields import Applied, ApplyError, Context
 
 NOW = "2026-01-01T00:00:00Z"
 LATER = "2026-01-01T00:01:00Z"

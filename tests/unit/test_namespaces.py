@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import namespaces
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import namespaces
 
 
 def _ns(name: str, **spec: Any) -> Obj:

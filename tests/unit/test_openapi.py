@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.patches import PRIMITIVE_SET, list_strategy
-from multiqueue.local.apiserver.openapi import (
+from multiqueue.apiserver.openapi import (
     crd_definition_name,
     definition_name,
     openapi_v3_document,
@@ -20,7 +19,8 @@ from multiqueue.local.apiserver.openapi import (
     openapi_v3_reply,
     rendered_document,
 )
-from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver.rules.patches import PRIMITIVE_SET, list_strategy
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 1, 10, tzinfo=UTC)

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from multiqueue.local.apiserver import protowire
-from multiqueue.local.apiserver.gnostic import TABLE, EncodeError, encode_document
-from multiqueue.local.apiserver.openapi_v2 import (
+from multiqueue.apiserver import protowire
+from multiqueue.apiserver.gnostic import TABLE, EncodeError, encode_document
+from multiqueue.apiserver.openapi_v2 import (
     JSON,
     PROTOBUF,
     PROTOBUF_DEPRECATED,
     openapi_v2_reply,
     swagger,
 )
-from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver.resources import BUILTIN, ResourceType
 
 Obj = dict[str, Any]
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from multiqueue.api.patches import (
+from multiqueue.apiserver.rules.patches import (
     PRIMITIVE_SET,
     PatchError,
     apply_json_patch,

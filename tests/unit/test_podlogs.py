@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import podlogs, query
-from multiqueue.api.podlogs import PodLogOptions
-from multiqueue.local.apiserver.podlog import kubelet_refusal, kubelet_url
+from multiqueue.api import query
+from multiqueue.apiserver.podlog import kubelet_refusal, kubelet_url
+from multiqueue.apiserver.rules import podlogs
+from multiqueue.apiserver.rules.podlogs import PodLogOptions
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import priorityclasses
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import priorityclasses
 
 
 def _pc(name: str = "fid", **fields: Any) -> Obj:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver import protowire
-from multiqueue.local.apiserver.protobuf import DecodeError, read_delete_options, read_object
-from multiqueue.local.apiserver.protowire import len_field as m
-from multiqueue.local.apiserver.protowire import string_field as s
-from multiqueue.local.apiserver.protowire import varint_field as v
+from multiqueue.apiserver import protowire
+from multiqueue.apiserver.protobuf import DecodeError, read_delete_options, read_object
+from multiqueue.apiserver.protowire import len_field as m
+from multiqueue.apiserver.protowire import string_field as s
+from multiqueue.apiserver.protowire import varint_field as v
 
 
 def body(api_version: str, kind: str, raw: bytes) -> bytes:

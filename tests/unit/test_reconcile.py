@@ -9,10 +9,10 @@ import logging
 
 import pytest
 
-from multiqueue.kube.controller import reconcile
 from multiqueue.kube.errors import Conflict
-from multiqueue.kube.tasks import cancel_and_wait
-from multiqueue.kube.workqueue import WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.tasks import cancel_and_wait
+from multiqueue.loop.workqueue import WorkQueue
 
 
 async def _run_until_idle(queue: WorkQueue[str], task: asyncio.Task[None]) -> None:
@@ -90,11 +90,11 @@ async def test_failures_are_logged_once_api_errors_without_traceback(
             raise answer
         return None
 
-    caplog.set_level(logging.INFO, logger="multiqueue.kube.controller")
+    caplog.set_level(logging.INFO, logger="multiqueue.loop.reconcile")
     task = asyncio.create_task(reconcile(queue, sync, workers=1))
     queue.add("job/a")
     await _run_until_idle(queue, task)
-    records = [r for r in caplog.records if r.name == "multiqueue.kube.controller"]
+    records = [r for r in caplog.records if r.name == "multiqueue.loop.reconcile"]
     assert [(r.levelname, r.exc_info is not None) for r in records] == [("WARNING", False), ("ERROR", True)]
     assert "'job/a'" in records[0].getMessage() and "409 Conflict: changed" in records[0].getMessage()
     assert "'job/a'" in records[1].getMessage() and "KeyError" in records[1].getMessage()
@@ -111,11 +111,11 @@ async def test_api_error_traceback_at_debug_level(caplog: pytest.LogCaptureFixtu
             raise Conflict({"reason": "Conflict"})
         return None
 
-    caplog.set_level(logging.DEBUG, logger="multiqueue.kube.controller")
+    caplog.set_level(logging.DEBUG, logger="multiqueue.loop.reconcile")
     task = asyncio.create_task(reconcile(queue, sync, workers=1))
     queue.add("a")
     await _run_until_idle(queue, task)
-    records = [r for r in caplog.records if r.name == "multiqueue.kube.controller"]
+    records = [r for r in caplog.records if r.name == "multiqueue.loop.reconcile"]
     assert len(records) == 1 and records[0].exc_info is not None
 
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from multiqueue.local.apiserver.authentication import ADMIN
-from multiqueue.local.apiserver.registry import Registry
-from multiqueue.local.apiserver.rest import ApiError
-from multiqueue.local.apiserver.reviews import answer
+from multiqueue.apiserver.authentication import ADMIN
+from multiqueue.apiserver.registry import Registry
+from multiqueue.apiserver.rest import ApiError
+from multiqueue.apiserver.reviews import answer
 
 NOW = datetime(2026, 11, 25, 2, 0, 0, tzinfo=UTC)
 REGISTRY = Registry()

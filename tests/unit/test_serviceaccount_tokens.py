@@ -1,5 +1,5 @@
 """Service-account token Secrets, decided as upstream's token controller and token check decide them
-(multiqueue/api/serviceaccounts.py): tables of cases, no server."""
+(multiqueue/apiserver/rules/serviceaccounts.py): tables of cases, no server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.serviceaccounts import (
+from multiqueue.apiserver.rules.serviceaccounts import (
     AccountKey,
     Delete,
     SecretKey,

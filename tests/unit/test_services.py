@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import services
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import services
 
 PORT = [{"port": 80}]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import structural
 from multiqueue.api.types import Obj
+from multiqueue.apiserver.rules import structural
 
 SPEC: Obj = {
     "type": "object",

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.apiserver.resources import BUILTIN, ResourceType
-from multiqueue.local.apiserver.tables import (
+from multiqueue.api.durations import human_duration
+from multiqueue.apiserver.resources import BUILTIN, ResourceType
+from multiqueue.apiserver.tables import (
     column_definitions,
-    human_duration,
     jsonpath_values,
     pod_summary,
     table,

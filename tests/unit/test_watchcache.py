@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from multiqueue.local.apiserver.watchcache import Event, Expired, WatchCache
+from multiqueue.apiserver.watchcache import Event, Expired, WatchCache
 
 
 def _event(rv: int, size: int, name: str = "a") -> Event:

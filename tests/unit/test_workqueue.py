@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from multiqueue.kube.controller import reconcile
-from multiqueue.kube.workqueue import ShutDown, WorkQueue
+from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.workqueue import ShutDown, WorkQueue
 
 SOON = 0.02
 LATER = 60.0  # never reached in a test: a key handed out within the timeout was not delayed by it
