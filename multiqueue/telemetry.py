@@ -1,7 +1,7 @@
 """What operators get from a running manager: /healthz, /readyz and /metrics, traces over OTLP, and JSON logs.
 
 Metrics go through opentelemetry-sdk. Counters and gauges are observable instruments whose callbacks read the
-in-process counts of the dispatcher and the embedded Job controller; histograms are recorded where the time is
+in-process counts of the manager's read model and the embedded Job controller; histograms are recorded where the time is
 measured, on this module's meter (:attr:`Metrics.meter`). /metrics is OpenTelemetry's Prometheus exporter
 (``PrometheusMetricReader`` on a registry of our own), under the names of :data:`METRICS`: upstream's where
 upstream has one (the embedded Job controller's ``job_controller_*``), ``multiqueue_`` for the dispatcher's own.
@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from multiqueue import __version__
 from multiqueue.controllers.job import JobController
 from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.readmodel import Snapshot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,46 +176,46 @@ class Metrics:
         self.meter: Meter = self.provider.get_meter("multiqueue", __version__)
         # The families /metrics shows, with or without samples yet.
         self.families: set[str] = set()
+        # Called before each scrape: each takes the one snapshot its callbacks read.
+        self._before_scrape: list[Callable[[], None]] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Documented(collected, self.families))
 
     def observe_manager(self, manager: Manager) -> None:
-        """The dispatcher's families, read from ``manager.dispatcher`` at each scrape (none before it starts)."""
+        """The dispatcher's families, from one snapshot of the manager's read model per scrape (none before the
+        manager starts)."""
+        taken: list[Snapshot] = []
+
+        def take() -> None:
+            taken[:] = [manager.read_model.snapshot()] if manager.read_model is not None else []
 
         def counted(field: str) -> Mapping[Any, int]:
-            dispatcher = manager.dispatcher
-            return getattr(dispatcher.metrics, field) if dispatcher is not None else {}
+            return getattr(taken[0], field) if taken else {}
 
         def managed(_options: CallbackOptions) -> Iterable[Observation]:
-            dispatcher = manager.dispatcher
-            if dispatcher is None:
-                return []
-            return [Observation(n, {"state": s}) for s, n in dispatcher.managed().items()]
+            return [Observation(n, {"state": s}) for s, n in taken[0].managed.items()] if taken else []
 
         def waiting(_options: CallbackOptions) -> Iterable[Observation]:
-            dispatcher = manager.dispatcher
-            return [Observation(dispatcher.ledger.waiting_count if dispatcher is not None else 0)]
+            return [Observation(taken[0].waiting if taken else 0)]
 
         def active(_options: CallbackOptions) -> Iterable[Observation]:
-            dispatcher = manager.dispatcher
-            views = dispatcher.worker_views() if dispatcher is not None else []
-            found = [Observation(int(v.active), {"cluster": v.name, "reason": v.reason}) for v in views]
+            if not taken:
+                return []
+            found = [
+                Observation(int(w.active), {"cluster": w.name, "reason": w.reason}) for w in taken[0].workers
+            ]
             # A worker Secret that was refused is a worker that is not active, and why.
             found += [
-                Observation(0, {"cluster": name, "reason": refusal.reason})
-                for name, refusal in sorted(manager.refused_secrets.items())
+                Observation(0, {"cluster": n, "reason": r}) for n, r in sorted(taken[0].refused.items())
             ]
             return found
 
         def sent(_options: CallbackOptions) -> Iterable[Observation]:
-            totals: dict[tuple[str, str, str], int] = {}
-            for client in manager.clients():
-                host = client.credentials.server.split("://", 1)[-1].rstrip("/")
-                for (method, code), n in client.responses.items():
-                    totals[(code, host, method)] = totals.get((code, host, method), 0) + n
             labels = ("code", "host", "method")
-            return [Observation(n, dict(zip(labels, key, strict=True))) for key, n in sorted(totals.items())]
+            requests = taken[0].requests if taken else {}
+            return [Observation(n, dict(zip(labels, key, strict=True))) for key, n in requests.items()]
 
+        self._before_scrape.append(take)
         self._observe_counts("dispatcher", counted)
         self._observe("rest_client_requests_total", sent)
         self._observe("multiqueue_managed_jobs", managed)
@@ -244,6 +245,8 @@ class Metrics:
 
     def render(self) -> str:
         """Everything collected, in the Prometheus text format."""
+        for take in self._before_scrape:
+            take()
         return generate_latest(self.registry).decode()
 
 
@@ -336,7 +339,7 @@ async def serve(manager: Manager, metrics: Metrics, address: str) -> tuple[web.A
     host, _, port = address.rpartition(":")
     runner = web.AppRunner(
         app(
-            lambda: manager.dispatcher is not None and manager.dispatcher.synced,
+            lambda: manager.read_model is not None and manager.read_model.synced,
             metrics.render,
         ),
         access_log=None,

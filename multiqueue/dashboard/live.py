@@ -1,9 +1,9 @@
 """The dashboard's live picture: a line per Job and per worker, kept from the manager's own caches, and one
 stream of changes that every open page shares.
 
-Jobs come from the dispatcher's informers (no request of their own), the reason a Job waits from a watch of the
-dispatcher's Events (only the latest per Job is kept; a watch that fails is started again), workers from the
-pool's health. Changes are gathered for a moment (:class:`Timings`) and encoded once for all pages; a page that
+Jobs and workers come from the manager's read model (no request of their own), the reason a Job waits from a
+watch of the dispatcher's Events (only the latest per Job is kept; a watch that fails is started again).
+Changes are gathered for a moment (:class:`Timings`) and encoded once for all pages; a page that
 falls :data:`BACKLOG` messages behind is dropped, and its browser reconnects and starts from a fresh snapshot.
 """
 
@@ -25,11 +25,10 @@ from multiqueue.api.meta import as_dict, key_of, uid_of
 from multiqueue.api.types import EVENTS, Obj
 from multiqueue.dashboard.rows import Entry, job_entry, worker_entry
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
-from multiqueue.dispatch.dispatcher import Dispatcher
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.inspect import Change, event_time, follow_objects, job_row
+from multiqueue.dispatch.readmodel import ReadModel, Subscription
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.informer import Handlers
 from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -56,19 +55,20 @@ DEFAULT_TIMINGS: Final = Timings()
 
 
 class LiveView:
-    """Every dispatched Job's line and every worker's, and the pages following them."""
+    """Every dispatched Job's line and every worker's, and the pages following them: a subscriber of the
+    manager's read model."""
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        manager: ReadModel,
         management: KubeClient,
         clock: Callable[[], float] = time.time,
         timings: Timings = DEFAULT_TIMINGS,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.manager = manager
         self.timings = timings
         self.management = management
-        self.identity = dispatcher.settings.identity
+        self.identity = manager.identity
         self.clock = clock
         self.jobs: dict[str, Entry] = {}  # by UID
         self.workers: dict[str, Entry] = {}
@@ -81,20 +81,12 @@ class LiveView:
         self._dirty = asyncio.Event()
         self._pages: set[asyncio.Queue[bytes | None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._subscription: Subscription | None = None
 
     # --- following the manager ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        for kind, informer in self.dispatcher.users.items():
-            adapter = self.dispatcher.adapters[kind]
-            informer.add_handlers(
-                Handlers(
-                    on_add=lambda obj, a=adapter: self._job_changed(a, obj),  # type: ignore[misc]
-                    on_update=lambda _old, obj, a=adapter: self._job_changed(a, obj),  # type: ignore[misc]
-                    on_delete=self._job_deleted,
-                )
-            )
-        self.dispatcher.pool.on_health.append(lambda _name: self._refresh_workers())
+        self._subscription = self.manager.subscribe(self)
         self._refresh_workers()
         self._add_chart_point()  # the chart's first line is drawn one period after the page opens, not two
         timings = self.timings
@@ -108,14 +100,16 @@ class LiveView:
         ]
 
     async def stop(self) -> None:
+        if self._subscription is not None:
+            self._subscription.cancel()
         await cancel_and_wait(self._tasks)
         for page in list(self._pages):
             self._drop(page)
 
-    def _job_changed(self, adapter: GenericJob, obj: Obj) -> None:
+    # What the read model tells (Listener).
+
+    def job_changed(self, adapter: GenericJob, obj: Obj) -> None:
         uid = uid_of(obj)
-        if adapter.managed_by(obj) != self.identity.managed_by:  # immutable: never shown, nothing to forget
-            return
         self._where[uid] = (adapter.resource.kind, key_of(obj))
         row = job_row(adapter, obj, self.identity, self._latest, datetime.now(UTC))
         entry = job_entry(row, obj, event_time(self._latest.get(uid, {})))
@@ -125,7 +119,7 @@ class LiveView:
             self._removed.discard(uid)
             self._dirty.set()
 
-    def _job_deleted(self, obj: Obj) -> None:
+    def job_deleted(self, obj: Obj) -> None:
         uid = uid_of(obj)
         self._where.pop(uid, None)
         self._latest.pop(uid, None)
@@ -142,10 +136,9 @@ class LiveView:
         where = self._where.get(uid)
         if where is None:
             return
-        kind, key = where
-        obj = self.dispatcher.users[kind].get(key)
-        if obj is not None:
-            self._job_changed(self.dispatcher.adapters[kind], obj)
+        found = self.manager.job(*where)
+        if found is not None:
+            self.job_changed(*found)
 
     async def _follow_events(self) -> None:
         """The dispatcher's Events, listed then watched; while the watch is down only reasons stop moving."""
@@ -168,24 +161,23 @@ class LiveView:
             )
             await asyncio.sleep(self.timings.events_retry)
 
+    def workers_changed(self) -> None:
+        self._refresh_workers()
+
     def _refresh_workers(self) -> None:
-        pool = self.dispatcher.pool
-        found = {}
-        for view in pool.views(self.dispatcher.ledger):
-            worker = pool.workers.get(view.name)
-            found[view.name] = worker_entry(view, worker.last_contact if worker is not None else None)
+        found = {state.name: worker_entry(state) for state in self.manager.workers()}
         if found != self.workers:
             self.workers = found
             self._workers_changed = True
             self._dirty.set()
 
     def _add_chart_point(self) -> None:
-        metrics = self.dispatcher.metrics
-        latencies = list(metrics.dispatch_latency)[-LATENCY_WINDOW:]
+        snapshot = self.manager.snapshot()
+        latencies = list(snapshot.dispatch_latency[-LATENCY_WINDOW:])
         self.chart.append(
             {
                 "time": self.clock(),
-                "dispatched": sum(metrics.dispatched.values()),
+                "dispatched": sum(snapshot.dispatched.values()),
                 "finished": sum(1 for e in self.jobs.values() if e["state"] in FINISHED),
                 "latencyP50": statistics.median(latencies) if latencies else None,
                 "latencyP99": _p99(latencies),

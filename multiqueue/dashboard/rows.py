@@ -8,7 +8,7 @@ from typing import Any
 from multiqueue.api.meta import metadata, namespace_of, uid_of
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.inspect import JobRow
-from multiqueue.dispatch.placement import WorkerView
+from multiqueue.dispatch.readmodel import WorkerState
 
 Entry = dict[str, Any]
 
@@ -32,23 +32,18 @@ def job_entry(row: JobRow, job: Obj, last_event: str = "") -> Entry:
     }
 
 
-def worker_entry(view: WorkerView, last_contact: float | None) -> Entry:
+def worker_entry(state: WorkerState) -> Entry:
     """A worker's line: health (Connected or why not, lost, draining), labels, and each configured limit's use."""
-    capacity = {
-        r: {"used": total - view.free.get(r, total), "total": total} for r, total in view.capacity.items()
-    }
-    if view.max_jobs is not None:
-        capacity = {"jobs": {"used": view.load, "total": view.max_jobs}, **capacity}
     return {
-        "name": view.name,
-        "healthy": view.active,
-        "reason": view.reason,
-        "lost": view.lost,
-        "draining": not view.accepting,
-        "labels": dict(view.labels),
-        "running": view.load,
-        "capacity": capacity,
-        "lastContact": _timestamp(last_contact),
+        "name": state.name,
+        "healthy": state.active,
+        "reason": state.reason,
+        "lost": state.lost,
+        "draining": state.draining,
+        "labels": dict(state.labels),
+        "running": state.running,
+        "capacity": {r: {"used": used, "total": total} for r, (used, total) in state.capacity.items()},
+        "lastContact": _timestamp(state.last_contact),
     }
 
 

@@ -194,9 +194,9 @@ async def serve(manager: Manager, timings: Timings = DEFAULT_TIMINGS) -> Dashboa
     config = manager.config
     if not config.dashboard.enabled:
         return None
-    assert manager.dispatcher is not None and manager.management is not None
+    assert manager.read_model is not None and manager.management is not None
     management = manager.management
-    live = LiveView(manager.dispatcher, management, timings=timings)
+    live = LiveView(manager.read_model, management, timings=timings)
     access = Access()
     host, _, port = config.dashboard.address.rpartition(":")
     runner = web.AppRunner(app(live, access, config, management), access_log=None, shutdown_timeout=1.0)

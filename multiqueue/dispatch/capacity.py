@@ -13,12 +13,26 @@ import bisect
 import dataclasses
 from collections.abc import Iterator
 
+from multiqueue.api.meta import labels_of, metadata
+from multiqueue.api.types import Obj
+from multiqueue.dispatch.generic import GenericJob
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
+
 Key = tuple[str, str]  # (kind, "namespace/name")
 Rank = tuple[int, str, str, str]  # (-priority, creationTimestamp, kind, "namespace/name")
 
 
 def rank_of(key: Key, priority: int, created: str) -> Rank:
     return (-priority, created, key[0], key[1])
+
+
+def held_on(adapter: GenericJob, identity: Identity, user: Obj) -> str | None:
+    """The worker whose capacity the user's Job holds: the one it is placed on while it is unfinished and not
+    being deleted. The ledger of a running manager and ``multiqueue status`` both count by this rule."""
+    worker = labels_of(user).get(CLUSTER_LABEL)
+    if worker is None or not identity.holds(user) or adapter.is_finished(user):
+        return None
+    return None if metadata(user).get("deletionTimestamp") else worker
 
 
 @dataclasses.dataclass(frozen=True)

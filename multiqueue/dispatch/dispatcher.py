@@ -19,14 +19,14 @@ from typing import Final
 from opentelemetry import trace
 from opentelemetry.metrics import Meter
 
-from multiqueue.api.meta import key_of, labels_of, metadata, namespace_of
+from multiqueue.api.meta import key_of, metadata, namespace_of
 from multiqueue.api.types import Obj
-from multiqueue.dispatch.capacity import Key, Ledger, Rank, rank_of
+from multiqueue.dispatch.capacity import Key, Ledger, Rank, held_on, rank_of
 from multiqueue.dispatch.executor import Executor
 from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.lifecycle import Observed, decide
 from multiqueue.dispatch.metrics import DispatcherMetrics
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
+from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.dispatch.sweep import collect_garbage, sweep_every
 from multiqueue.dispatch.workers import WorkerPool
@@ -131,20 +131,10 @@ class Dispatcher:
     async def collect_garbage(self) -> int:
         return await collect_garbage(self.pool, self.users, self.adapters, self.executor)
 
-    # --- what status, metrics and probes read -------------------------------------------------------------------
+    # --- what the read model reads --------------------------------------------------------------------------
 
     def worker_views(self) -> list[WorkerView]:
         return self.pool.views(self.ledger)
-
-    def managed(self) -> dict[str, int]:
-        """Jobs of ours by state, every kind together."""
-        states = {"active": 0, "finished": 0}
-        for kind, informer in self.users.items():
-            adapter = self.adapters[kind]
-            for user in informer.objects():
-                if adapter.managed_by(user) == self.settings.identity.managed_by:
-                    states["finished" if adapter.is_finished(user) else "active"] += 1
-        return states
 
     @property
     def synced(self) -> bool:
@@ -172,14 +162,8 @@ class Dispatcher:
         if not self.settings.identity.holds(user) and not self.adapters[kind].is_finished(user):
             self.metrics.seen(key)  # dispatch latency counts from here
         adapter = self.adapters[kind]
-        worker = labels_of(user).get(CLUSTER_LABEL)
-        holding = (
-            worker is not None
-            and self.settings.identity.holds(user)
-            and not adapter.is_finished(user)
-            and not metadata(user).get("deletionTimestamp")
-        )
-        if holding and worker is not None:
+        worker = held_on(adapter, self.settings.identity, user)
+        if worker is not None:
             self.ledger.hold(key, worker, demand(adapter.pod_sets(user)))
         else:
             self._released(self.ledger.release(key))

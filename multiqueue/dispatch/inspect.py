@@ -18,6 +18,7 @@ from multiqueue.api.meta import (
     annotations_of,
     as_dict,
     as_list,
+    key_of,
     labels_of,
     metadata,
     namespace_of,
@@ -26,15 +27,17 @@ from multiqueue.api.meta import (
 )
 from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj, Resource
 from multiqueue.dispatch.adapters import ADAPTERS
+from multiqueue.dispatch.capacity import Ledger, held_on
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
 from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
-from multiqueue.dispatch.workers import WorkerSettings
+from multiqueue.dispatch.readmodel import WorkerState, worker_state
+from multiqueue.dispatch.workers import CONNECTED, WorkerSettings, health_reason
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.config import KubeconfigError, load_credentials
-from multiqueue.kube.errors import Forbidden, Gone, KubeError, NotFound, Unauthorized
+from multiqueue.kube.errors import Gone, KubeError, NotFound
 from multiqueue.loop.tasks import cancel_and_wait
 
 
@@ -44,7 +47,7 @@ class WorkerRow:
     active: str  # "True" or the reason it is not
     running: int
     labels: dict[str, str]
-    # Of each configured limit, what the unfinished mirrors use: "jobs" -> (used, limit), resource -> (used, quota).
+    # Of each configured limit, what the Jobs placed there use: "jobs" -> (used, limit), resource -> (used, quota).
     capacity: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
@@ -173,36 +176,26 @@ def _completions(adapter: GenericJob, job: Obj) -> str:
     return f"{done}/{jobs.completions(job) or 1}"
 
 
-async def _worker_row(config: ManagerConfig, worker: _Worker) -> WorkerRow:
-    labels = worker.settings.labels
+async def _reason(config: ManagerConfig, worker: _Worker) -> str:
+    """Connected, or why not, as the manager names it: the worker is asked for this manager's mirrors (the
+    permission the manager needs most), and a failure is named by the manager's own health rule."""
     if worker.refused:
-        return WorkerRow(worker.name, f"False ({worker.refused})", 0, labels)
-    running = 0
-    used: dict[str, float] = {}
+        return worker.refused
     try:
         async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             for adapter in _adapters(config):
-                mirrors, _ = await client.list(
-                    adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}"
+                await client.list_page(
+                    adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}", limit=1
                 )
-                for mirror in mirrors:
-                    if adapter.is_finished(mirror):
-                        continue
-                    running += 1
-                    for resource, amount in demand(adapter.pod_sets(mirror)).items():
-                        used[resource] = used.get(resource, 0.0) + amount
-    except Unauthorized:
-        return WorkerRow(worker.name, "False (Unauthorized)", 0, labels)
-    except Forbidden:
-        return WorkerRow(worker.name, "False (Forbidden)", 0, labels)
-    except KubeconfigError:
-        return WorkerRow(worker.name, "False (BadKubeConfig)", 0, labels)
-    except (KubeError, OSError):
-        return WorkerRow(worker.name, "False (ClientConnectionFailed)", 0, labels)
-    capacity = {r: (used.get(r, 0.0), q) for r, q in sorted(worker.settings.quota.items())}
-    if worker.settings.max_jobs is not None:
-        capacity = {"jobs": (float(running), float(worker.settings.max_jobs)), **capacity}
-    return WorkerRow(worker.name, "True", running, labels, capacity)
+    except (KubeError, KubeconfigError, OSError) as exc:
+        return health_reason(exc, True)
+    return CONNECTED
+
+
+def worker_row(state: WorkerState) -> WorkerRow:
+    """How ``multiqueue status`` prints a worker of the read model."""
+    active = "True" if state.active else f"False ({state.reason})"
+    return WorkerRow(state.name, active, state.running, dict(state.labels), dict(state.capacity))
 
 
 async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[list[WorkerRow], list[JobRow]]:
@@ -213,7 +206,18 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
         known = await _workers(config, client, contexts)
         listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
         latest = await _latest_events(client)
-    workers = await asyncio.gather(*(_worker_row(config, w) for w in known))
+    reasons = await asyncio.gather(*(_reason(config, w) for w in known))
+    # What each worker's Jobs use, counted as the running manager's ledger counts it.
+    ledger = Ledger()
+    for adapter, items in listed:
+        for job in items:
+            worker = held_on(adapter, identity, job)
+            if worker is not None:
+                ledger.hold((adapter.resource.kind, key_of(job)), worker, demand(adapter.pod_sets(job)))
+    workers = [
+        worker_row(worker_state(w.name, w.settings, reason, ledger.usage(w.name)))
+        for w, reason in zip(known, reasons, strict=True)
+    ]
     now = datetime.now(UTC)
     rows = [
         job_row(adapter, job, identity, latest, now)
@@ -221,7 +225,7 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
         for job in items
         if adapter.managed_by(job) == config.managed_by
     ]
-    return list(workers), sorted(rows, key=lambda r: (r.kind, r.key))
+    return workers, sorted(rows, key=lambda r: (r.kind, r.key))
 
 
 def job_row(

@@ -23,6 +23,7 @@ from multiqueue.dispatch.connections import WorkerConnections
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher, DispatchSettings
 from multiqueue.dispatch.lossclock import LossClock
 from multiqueue.dispatch.mirror import Identity
+from multiqueue.dispatch.readmodel import ReadModel
 from multiqueue.dispatch.secretwatch import SecretWorkers
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of
 from multiqueue.kube.client import ClientOptions, KubeClient
@@ -49,6 +50,8 @@ class Manager:
         self.dispatcher: Dispatcher | None = None
         self.connections: WorkerConnections | None = None
         self.secrets: SecretWorkers | None = None
+        # What /metrics, the dashboard and probes read of this manager, once started.
+        self.read_model: ReadModel | None = None
         self.leader_work = LeaderWork()
         self._election: asyncio.Task[None] | None = None
 
@@ -124,6 +127,11 @@ class Manager:
                 allow_insecure=config.worker_secrets.allow_insecure_kubeconfigs,
                 leading=lambda: self.leading,
             )
+        self.read_model = ReadModel(
+            dispatcher,
+            refused=lambda: {name: refusal.reason for name, refusal in self.refused_secrets.items()},
+            clients=self.clients,
+        )
         factory.start()
         dispatcher.pool.start_following()
         recorder.start()

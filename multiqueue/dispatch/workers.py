@@ -23,6 +23,7 @@ from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.mirror import ORIGIN_LABEL, cached_mirror
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import Forbidden, KubeError, TransportError, Unauthorized
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.loop.tasks import cancel_and_wait
@@ -103,7 +104,9 @@ def health_reason(error: BaseException | None, synced: bool) -> str:
         return "Unauthorized"
     if isinstance(error, Forbidden):
         return "Forbidden"
-    if isinstance(error, TransportError | TimeoutError):
+    if isinstance(error, KubeconfigError):
+        return "BadKubeConfig"
+    if isinstance(error, TransportError | OSError):
         return "ClientConnectionFailed"
     return type(error).__name__
 

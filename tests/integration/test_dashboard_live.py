@@ -2,8 +2,8 @@
 stops reading is dropped (its browser reconnects and starts over) instead of holding the manager's memory, and
 reasons come back after the watch of Events is cut.
 
-The dispatcher here is a stand-in holding only what the live view reads of it (its informers, adapters, worker
-pool, ledger, metrics and identity); the informers are real ones on a local API server.
+The live view reads the manager's read model, here on a real dispatcher (no workers, never run) whose informers
+follow a local API server.
 """
 
 from __future__ import annotations
@@ -11,21 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from multiqueue.api.types import EVENTS, JOBS
 from multiqueue.apiserver.server import ApiServer
 from multiqueue.dashboard.live import BACKLOG, LiveView, Timings
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
-from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
-from multiqueue.dispatch.dispatcher import Dispatcher
-from multiqueue.dispatch.metrics import DispatcherMetrics
+from multiqueue.dispatch.dispatcher import Dispatcher, DispatchSettings
 from multiqueue.dispatch.mirror import Identity
+from multiqueue.dispatch.readmodel import ReadModel
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
+from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from tests.support.clients import client_for
 from tests.support.processes import Spawned
@@ -49,25 +48,16 @@ def job_body(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
     }
 
 
-def stand_in(factory: InformerFactory) -> Dispatcher:
-    pool = SimpleNamespace(on_health=[], workers={}, views=lambda _ledger: [])
-    return cast(
-        Dispatcher,
-        SimpleNamespace(
-            users={"Job": factory.informer(JOBS)},
-            adapters={"Job": BatchJobAdapter()},
-            pool=pool,
-            ledger=Ledger(),
-            metrics=DispatcherMetrics(),
-            settings=SimpleNamespace(identity=Identity("multiqueue", MANAGED_BY)),
-        ),
-    )
+def read_model(client: KubeClient, factory: InformerFactory) -> ReadModel:
+    settings = DispatchSettings(Identity("multiqueue", MANAGED_BY), "LeastLoaded")
+    recorder = EventRecorder(client, DISPATCHER_COMPONENT)
+    return ReadModel(Dispatcher([BatchJobAdapter()], client, factory, recorder, settings))
 
 
 async def test_pages_get_changes_and_a_page_that_stops_reading_is_dropped(apiserver: ApiServer) -> None:
     client = await client_for(apiserver)
     factory = InformerFactory(client)
-    live = LiveView(stand_in(factory), client, timings=Timings(flush=0.0))
+    live = LiveView(read_model(client, factory), client, timings=Timings(flush=0.0))
     factory.start()
     await factory.wait_for_sync()
     live.start()
@@ -166,7 +156,7 @@ async def test_reasons_come_back_after_the_events_watch_is_cut(apiserver: ApiSer
     )
     client = await client_for(apiserver)
     factory = InformerFactory(client)
-    live = LiveView(stand_in(factory), watcher, timings=Timings(flush=0.0, events_retry=0.05))
+    live = LiveView(read_model(watcher, factory), watcher, timings=Timings(flush=0.0, events_retry=0.05))
     warned = Warned("lost the dispatcher's Events")
     logging.getLogger("multiqueue.dashboard.live").addHandler(warned)
     factory.start()

@@ -11,7 +11,7 @@ from multiqueue.dashboard.rows import job_entry, worker_entry
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.inspect import job_row
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
-from multiqueue.dispatch.placement import WorkerView
+from multiqueue.dispatch.readmodel import WorkerState
 
 IDENTITY = Identity("multiqueue", "multiqueue.dev/dispatcher")
 NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
@@ -107,11 +107,10 @@ def test_a_jobs_line(obj: dict[str, Any], latest: dict[str, Any], expected: dict
 
 
 @pytest.mark.parametrize(
-    ("view", "contact", "expected"),
+    ("state", "expected"),
     [
         pytest.param(
-            WorkerView("w", {"zone": "a"}, True, 3),
-            1_800_000_000.0,
+            WorkerState("w", "Connected", {"zone": "a"}, 3, {}, last_contact=1_800_000_000.0),
             {
                 "healthy": True,
                 "reason": "Connected",
@@ -125,26 +124,23 @@ def test_a_jobs_line(obj: dict[str, Any], latest: dict[str, Any], expected: dict
             id="connected",
         ),
         pytest.param(
-            WorkerView("w", {}, False, 1, reason="ClientConnectionFailed", lost=True),
-            None,
+            WorkerState("w", "ClientConnectionFailed", {}, 1, {}, lost=True),
             {"healthy": False, "reason": "ClientConnectionFailed", "lost": True, "lastContact": None},
             id="lost-never-answered",
         ),
         pytest.param(
-            WorkerView("w", {}, True, 0, accepting=False),
-            None,
+            WorkerState("w", "Connected", {}, 0, {}, draining=True),
             {"healthy": True, "draining": True},
             id="draining",
         ),
         pytest.param(
-            WorkerView("w", {}, True, 2, max_jobs=4, free={"cpu": 1.5}, capacity={"cpu": 4.0}),
-            None,
+            WorkerState("w", "Connected", {}, 2, {"jobs": (2, 4), "cpu": (2.5, 4.0)}),
             {"capacity": {"jobs": {"used": 2, "total": 4}, "cpu": {"used": 2.5, "total": 4.0}}},
             id="capacity-in-use",
         ),
     ],
 )
-def test_a_workers_line(view: WorkerView, contact: float | None, expected: dict[str, Any]) -> None:
-    entry = worker_entry(view, contact)
+def test_a_workers_line(state: WorkerState, expected: dict[str, Any]) -> None:
+    entry = worker_entry(state)
     assert entry["name"] == "w"
     assert {k: entry[k] for k in expected} == expected
