@@ -15,6 +15,10 @@ from enum import StrEnum
 from typing import Any, Final
 
 
+class SelectorError(ValueError):
+    """A label or field selector that cannot be parsed; the message says why (the server answers 400)."""
+
+
 class ErrorType(StrEnum):
     """The ``details.causes[].reason`` values upstream uses for field errors."""
 
@@ -174,6 +178,15 @@ def non_negative(path: str, value: Any) -> list[FieldError]:
     if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
         return [invalid(path, value, "must be greater than or equal to 0")]
     return []
+
+
+def non_negative_integer(path: str, value: Any) -> list[FieldError]:
+    """An optional non-negative integer: upstream cannot even decode another JSON type into its integer fields."""
+    if value is None:
+        return []
+    if not isinstance(value, int) or isinstance(value, bool):
+        return [invalid(path, value, "must be an integer")]
+    return non_negative(path, value)
 
 
 # --- Status objects -------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import copy
 import difflib
 from typing import Any, Final
 
-from multiqueue.api import cronjobs, jobs
+from multiqueue.api import cronjobs, jobdefaults, jobs, jobspec
 from multiqueue.api.errors import invalid_status
 from multiqueue.api.meta import as_dict, metadata
 
@@ -40,7 +40,7 @@ def validate_manifest(obj: dict[str, Any]) -> str:
     meta.setdefault("namespace", "default")
     meta.setdefault("uid", _PLACEHOLDER_UID)
     if kind == "Job":
-        errors = jobs.validate_job(jobs.default_job(candidate))
+        errors = jobspec.validate_job(jobdefaults.default_job(candidate))
     else:
         errors = cronjobs.validate_cronjob(cronjobs.default_cronjob(candidate))
     if not errors:

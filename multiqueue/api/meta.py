@@ -288,6 +288,11 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def as_int(value: Any) -> int | None:
+    """An integer field, or None when absent or not an integer (JSON booleans are not integers)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def metadata(obj: Any) -> Obj:
     return as_dict(as_dict(obj).get("metadata"))
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from multiqueue.api import errors, selectors
+from multiqueue.api import errors, fieldselectors, labelsyntax
 from multiqueue.api.meta import as_dict, as_list, drop_empty_metadata, format_time, metadata
 from multiqueue.api.types import Obj
 from multiqueue.apiserver import gojson, gotypes
@@ -148,13 +148,13 @@ class Rest:
     def matcher(self, rtype: ResourceType, label_selector: str, field_selector: str) -> Callable[[Obj], bool]:
         """A predicate for list and watch; bad selectors are 400s, as upstream answers them."""
         try:
-            labels = selectors.parse_label_selector(label_selector)
-            fields = selectors.parse_field_selector(field_selector)
-        except selectors.SelectorError as exc:
+            labels = labelsyntax.parse_label_selector(label_selector)
+            fields = fieldselectors.parse_field_selector(field_selector)
+        except errors.SelectorError as exc:
             raise _error(400, "BadRequest", str(exc)) from exc
-        unsupported = selectors.unsupported_fields(rtype.group, rtype.kind, fields)
+        unsupported = fieldselectors.unsupported_fields(rtype.group, rtype.kind, fields)
         if unsupported:
-            message = selectors.unsupported_field_message(
+            message = fieldselectors.unsupported_field_message(
                 rtype.group, rtype.kind, unsupported[0], rtype.schema is not None
             )
             raise _error(400, "BadRequest", message)
@@ -162,7 +162,7 @@ class Rest:
         def matches(obj: Obj) -> bool:
             if not labels.matches(as_dict(metadata(obj).get("labels"))):
                 return False
-            return fields.empty or fields.matches(selectors.fields_of(rtype.group, rtype.kind, obj))
+            return fields.empty or fields.matches(fieldselectors.fields_of(rtype.group, rtype.kind, obj))
 
         return matches
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
-from multiqueue.api import cronjobs, jobs, pods
+from multiqueue.api import cronjobs, jobdefaults, jobspec, jobstatus, jobupdate, pods
 from multiqueue.api.errors import FieldError, invalid, required
 from multiqueue.api.meta import (
     as_dict,
@@ -147,11 +147,11 @@ class JobStrategy(Strategy):
 
     def default(self, obj: Obj) -> None:
         if isinstance(obj.get("spec"), dict):
-            obj["spec"] = jobs.default_job_spec(obj["spec"])
+            obj["spec"] = jobdefaults.default_job_spec(obj["spec"])
 
     def prepare_create(self, obj: Obj, now: datetime) -> None:
         super().prepare_create(obj, now)
-        defaulted = jobs.default_job(obj)
+        defaulted = jobdefaults.default_job(obj)
         obj.clear()
         obj.update(defaulted)
         # Go writes the status struct even when nothing set it: a Job no controller of ours runs (a foreign
@@ -159,21 +159,21 @@ class JobStrategy(Strategy):
         obj.setdefault("status", {})
 
     def validate_create(self, obj: Obj) -> list[FieldError]:
-        return jobs.validate_job(obj)
+        return jobspec.validate_job(obj)
 
     def delete_warnings(self, options: Obj) -> list[str]:
         explicit = options.get("propagationPolicy") is not None or options.get("orphanDependents") is not None
         return [] if explicit else [JOB_DELETE_WARNING]
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return jobs.validate_job_update(new, old)
+        return jobupdate.validate_job_update(new, old)
 
     def validate_status_update(self, new: Obj, old: Obj) -> list[FieldError]:
-        return jobs.validate_job_status_update(new, old)
+        return jobstatus.validate_job_status_update(new, old)
 
     def canonicalize(self, obj: Obj) -> None:
         if "status" in obj:
-            obj["status"] = jobs.stored_status_times(obj).get("status")
+            obj["status"] = jobstatus.stored_status_times(obj).get("status")
 
 
 class CronJobStrategy(Strategy):

@@ -20,9 +20,9 @@ from typing import Any, Final
 import kubernetes.client.models as models
 
 from multiqueue.api.durations import human_duration
-from multiqueue.api.errors import go_float
+from multiqueue.api.errors import SelectorError, go_float
+from multiqueue.api.labelselectors import label_selector_from_dict
 from multiqueue.api.meta import as_dict, as_list, find_condition, metadata, parse_time
-from multiqueue.api.selectors import SelectorError, label_selector_from_dict
 from multiqueue.api.types import Obj
 from multiqueue.apiserver.resources import ResourceType
 

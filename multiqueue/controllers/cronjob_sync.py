@@ -12,7 +12,7 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Final
 
-from multiqueue.api import cronjobs, jobs
+from multiqueue.api import cronjobs, cronjobtimes, cronschedules, jobs
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata, owner_reference, parse_time, uid_of
 from multiqueue.api.types import Event, Obj
 
@@ -45,11 +45,11 @@ def job_for(cronjob: Obj, scheduled: datetime) -> Obj:
     template = as_dict(as_dict(cronjob.get("spec")).get("jobTemplate"))
     template_meta = as_dict(template.get("metadata"))
     annotations = dict(as_dict(template_meta.get("annotations")))
-    annotations[cronjobs.SCHEDULED_TIMESTAMP_ANNOTATION] = cronjobs.scheduled_timestamp_annotation(
+    annotations[cronjobs.SCHEDULED_TIMESTAMP_ANNOTATION] = cronjobtimes.scheduled_timestamp_annotation(
         cronjob, scheduled
     )
     meta: Obj = {
-        "name": cronjobs.job_name(str(metadata(cronjob).get("name")), scheduled),
+        "name": cronjobtimes.job_name(str(metadata(cronjob).get("name")), scheduled),
         "namespace": metadata(cronjob).get("namespace"),
         "annotations": annotations,
         "ownerReferences": [owner_reference({**cronjob, "apiVersion": "batch/v1", "kind": "CronJob"})],
@@ -140,7 +140,7 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
         return actions
 
     zone_name = spec.get("timeZone")
-    if zone_name is not None and cronjobs.schedule_zone(cronjob) is None:
+    if zone_name is not None and cronjobtimes.schedule_zone(cronjob) is None:
         actions.events.append(
             Event(
                 "Warning",
@@ -149,7 +149,7 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
             )
         )
         return done()
-    schedule = cronjobs.parse_schedule(str(spec.get("schedule", "")))
+    schedule = cronschedules.parse_schedule(str(spec.get("schedule", "")))
     if isinstance(schedule, str):
         actions.events.append(
             Event(
@@ -163,11 +163,11 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
         return done()
 
     def requeue_at_next() -> None:
-        following = cronjobs.next_schedule_time(cronjob, now)
+        following = cronjobtimes.next_schedule_time(cronjob, now)
         if following is not None:
             actions.requeue_after = max(0.0, (following - now + NEXT_SCHEDULE_DELTA).total_seconds())
 
-    scheduled, too_many = cronjobs.most_recent_schedule_time(cronjob, now)
+    scheduled, too_many = cronjobtimes.most_recent_schedule_time(cronjob, now)
     if too_many:
         actions.events.append(
             Event(
@@ -187,7 +187,7 @@ def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
             )
         )
         return done()
-    name = cronjobs.job_name(str(metadata(cronjob).get("name")), scheduled)
+    name = cronjobtimes.job_name(str(metadata(cronjob).get("name")), scheduled)
     already = (
         any(r.get("name") == name for r in kept) or parse_time(status.get("lastScheduleTime")) == scheduled
     )

@@ -7,8 +7,9 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
+from multiqueue.api.errors import SelectorError
+from multiqueue.api.labelsyntax import parse_label_selector
 from multiqueue.api.meta import annotations_of
-from multiqueue.api.selectors import SelectorError, parse_label_selector
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.mirror import CLUSTER_SELECTOR_ANNOTATION
 

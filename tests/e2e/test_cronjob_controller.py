@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.cronjobs import job_name
+from multiqueue.api.cronjobtimes import job_name
 from multiqueue.api.meta import format_time, parse_time
 from multiqueue.api.types import CRONJOBS, JOBS, PODS
 from multiqueue.controllers.cronjob import CronJobController

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from multiqueue.api.jobs import default_job
+from multiqueue.api.jobdefaults import default_job
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"

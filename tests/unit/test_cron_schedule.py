@@ -14,16 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from multiqueue.api.cronjobs import (
+from multiqueue.api.cronjobtimes import (
     MANY_MISSED,
-    Schedule,
     job_name,
     most_recent_schedule_time,
     next_schedule_time,
-    parse_schedule,
     schedule_zone,
     scheduled_timestamp_annotation,
 )
+from multiqueue.api.cronschedules import Schedule, parse_schedule
 
 NEW_YORK = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")

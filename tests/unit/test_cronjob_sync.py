@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.cronjobs import SCHEDULED_TIMESTAMP_ANNOTATION, default_cronjob, job_name
+from multiqueue.api.cronjobs import SCHEDULED_TIMESTAMP_ANNOTATION, default_cronjob
+from multiqueue.api.cronjobtimes import job_name
 from multiqueue.api.meta import format_time
 from multiqueue.controllers.cronjob_sync import decide
 

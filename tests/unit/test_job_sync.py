@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from multiqueue.api import jobs
-from multiqueue.api.jobs import validate_job_status_update
+from multiqueue.api.jobstatus import validate_job_status_update
 from multiqueue.api.meta import format_time
 from multiqueue.controllers.job_sync import Actions, decide, pod_for, releases_orphan
 from tests.unit.jobfixtures import job

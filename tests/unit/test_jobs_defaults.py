@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from multiqueue.api import jobs
-from multiqueue.api.jobs import MAX_INT32, default_job, default_job_spec
+from multiqueue.api.jobdefaults import default_job, default_job_spec
+from multiqueue.api.pods import MAX_INT32
 
 PFP_CONDITIONS = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 GENERATED = {

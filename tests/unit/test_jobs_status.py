@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api.jobs import validate_job_status_update
+from multiqueue.api.jobstatus import validate_job_status_update
 from tests.unit.jobfixtures import T0, T1, T2, cond, job, with_status
 
 NON_INDEXED = job(completions=3, parallelism=2)

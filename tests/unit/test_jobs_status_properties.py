@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from multiqueue.api import jobs
 from multiqueue.api.indexes import format_indexes
-from multiqueue.api.jobs import validate_job_status_update, validate_job_update
+from multiqueue.api.jobstatus import validate_job_status_update
+from multiqueue.api.jobupdate import validate_job_update
 from multiqueue.api.meta import format_time, set_condition
 from tests.unit.jobfixtures import job
 

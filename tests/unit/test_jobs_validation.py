@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 
 from multiqueue.api.errors import FieldError
-from multiqueue.api.jobs import (
-    default_job_spec,
-    validate_job,
-    validate_job_template_spec,
-    validate_job_update,
-)
+from multiqueue.api.jobdefaults import default_job_spec
+from multiqueue.api.jobspec import validate_job, validate_job_template_spec
+from multiqueue.api.jobupdate import validate_job_update
 from tests.unit.jobfixtures import T0, job, with_status
 
 Case = tuple[dict[str, Any], str | None, str | None]

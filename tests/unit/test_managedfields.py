@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from multiqueue.api import jobs
+from multiqueue.api import jobdefaults
 from multiqueue.api.types import Obj
 from multiqueue.apiserver.openapi import kind_structure
 from multiqueue.apiserver.resources import BUILTIN
@@ -84,7 +84,7 @@ def test_a_created_job_owns_its_defaults_but_not_what_the_server_generates() -> 
             },
         },
     }
-    job["spec"] = jobs.default_job_spec(job["spec"])
+    job["spec"] = jobdefaults.default_job_spec(job["spec"])
     entries = managedfields.on_update(zero("Job"), job, "probe", context("Job", reset=("status",)))
     container = {
         ".": {},

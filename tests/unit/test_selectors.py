@@ -11,22 +11,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiqueue.api.selectors import (
-    EVERYTHING,
-    NOTHING,
+from multiqueue.api.errors import SelectorError
+from multiqueue.api.fieldselectors import (
     FieldSelector,
     FieldTerm,
-    LabelSelector,
-    Operator,
-    SelectorError,
     fields_of,
-    label_selector_from_dict,
     parse_field_selector,
-    parse_label_selector,
-    requirement,
     unsupported_field_message,
     unsupported_fields,
 )
+from multiqueue.api.labelselectors import (
+    EVERYTHING,
+    NOTHING,
+    LabelSelector,
+    Operator,
+    label_selector_from_dict,
+    requirement,
+)
+from multiqueue.api.labelsyntax import parse_label_selector
 
 LABELS = {"app": "web", "tier": "front", "size": "4", "empty": ""}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from multiqueue.api import jobs
+from multiqueue.api import jobs, jobstatus
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
@@ -74,7 +74,7 @@ class BatchJobAdapter:
         if status == {k: v for k, v in jobs.status_of(user).items() if k != "uncountedTerminatedPods"}:
             return None
         new = {**user, "status": status}
-        problems = jobs.validate_job_status_update(new, user)
+        problems = jobstatus.validate_job_status_update(new, user)
         if problems:
             raise StatusRefused("; ".join(str(p) for p in problems))
         return status
