@@ -16,7 +16,7 @@ from typing import Final
 
 from multiqueue.api.meta import as_dict, labels_of, metadata
 from multiqueue.api.types import NORMAL, WARNING, Event, Obj
-from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand
+from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand, progress_of, rerun_status_of
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     Identity,
@@ -369,8 +369,8 @@ def _redispatch(
         return actions
     actions.hold = (placement.worker, asked)
     actions.redispatch = (placed, placement.worker)
-    rerun = adapter.rerun_status(user)
-    if rerun != (user.get("status") or {}):
+    rerun = rerun_status_of(adapter, user)
+    if rerun is not None and rerun != (user.get("status") or {}):
         actions.status = rerun
     actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
     actions.events.append(
@@ -388,7 +388,7 @@ def _mirror_body(adapter: GenericJob, identity: Identity, user: Obj) -> Obj:
     """The mirror to create: suspended while the user's Job is, or while it must first be given the progress
     the user's Job records (finished work is then not run again)."""
     body = adapter.build_mirror(user, identity.origin)
-    progress = adapter.progress(user)
+    progress = progress_of(adapter, user)
     if progress is not None:
         body = with_progress(body, progress)
     if progress is not None or adapter.is_suspended(user):
