@@ -23,7 +23,7 @@ from multiqueue.api.meta import key_of, metadata, namespace_of
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank, held_on, rank_of
 from multiqueue.dispatch.executor import Executor
-from multiqueue.dispatch.generic import GenericJob, demand
+from multiqueue.dispatch.generic import GenericJob, demand, priority_class_of
 from multiqueue.dispatch.lifecycle import Observed, decide
 from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.dispatch.mirror import Identity
@@ -218,7 +218,7 @@ class Dispatcher:
         if user is None:
             return rank_of(key, 0, "")
         value = 0
-        name = self.adapters[key[0]].priority_class(user)
+        name = priority_class_of(self.adapters[key[0]], user)
         found = self.priorities.get(name) if name is not None and self.priorities is not None else None
         if found is not None and isinstance(found.get("value"), int):
             value = found["value"]

@@ -1,14 +1,17 @@
 """GenericJob: what the dispatcher needs to know about a job-like kind, and nothing more.
 
-A new kind is dispatched by writing one small adapter: where it lives in the API, how to read its managedBy,
-suspended and finished state, how to build its mirror, how to suspend a mirror, how the user's status follows
-the mirror's (or why it must not), and what pods it asks for. The dispatcher never looks inside objects itself.
+A new kind is dispatched by writing one small adapter. Its core (:class:`GenericJob`) says where the kind lives in
+the API, how to read its managedBy, suspended and finished state, how to build its mirror, how to suspend a mirror,
+how the user's status follows the mirror's (or why it must not), and what pods it asks for. What a simple kind may
+not have is an extra, found by type: a PriorityClass that ranks it among waiting Jobs, progress a new mirror goes
+on from, a status to show while it waits to run again. Without an extra the dispatcher takes the default its
+``*_of`` function names. The dispatcher never looks inside objects itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from multiqueue.api.meta import as_dict, as_list, find_condition, parse_time
 from multiqueue.api.quantities import parse_quantity
@@ -55,6 +58,8 @@ class StatusRefused(Exception):
 
 
 class GenericJob(Protocol):
+    """What every kind must offer to be dispatched."""
+
     resource: Resource
 
     def managed_by(self, obj: Obj) -> str | None: ...
@@ -75,17 +80,48 @@ class GenericJob(Protocol):
 
     def pod_sets(self, obj: Obj) -> list[PodSet]: ...
 
+
+@runtime_checkable
+class JobWithPriorityClass(Protocol):
+    """A kind whose Jobs name a PriorityClass."""
+
     def priority_class(self, obj: Obj) -> str | None:
         """The PriorityClass that orders this Job among those waiting for capacity."""
         ...
+
+
+@runtime_checkable
+class JobWithProgress(Protocol):
+    """A kind whose Job can go on, on a new worker, from the work its lost mirror finished."""
 
     def progress(self, obj: Obj) -> Obj | None:
         """The status a new mirror must start from so that finished work is not run again (None: none)."""
         ...
 
+
+@runtime_checkable
+class JobWithRerunStatus(Protocol):
+    """A kind whose status says what runs, so that a lost mirror's running pods must leave it."""
+
     def rerun_status(self, obj: Obj) -> Obj:
         """The user's status once the mirror that ran it is lost: nothing runs until the next mirror starts."""
         ...
+
+
+def priority_class_of(adapter: GenericJob, obj: Obj) -> str | None:
+    """The Job's PriorityClass; None for a kind without them (it ranks as one without a PriorityClass)."""
+    return adapter.priority_class(obj) if isinstance(adapter, JobWithPriorityClass) else None
+
+
+def progress_of(adapter: GenericJob, obj: Obj) -> Obj | None:
+    """The progress a new mirror starts from; None for a kind without it (the new mirror starts over)."""
+    return adapter.progress(obj) if isinstance(adapter, JobWithProgress) else None
+
+
+def rerun_status_of(adapter: GenericJob, obj: Obj) -> Obj | None:
+    """The user's status once its mirror is lost; None for a kind without it (the status stays until the next
+    mirror's follows)."""
+    return adapter.rerun_status(obj) if isinstance(adapter, JobWithRerunStatus) else None
 
 
 def pod_requests(pod_template: object) -> dict[str, float]:

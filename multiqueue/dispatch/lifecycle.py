@@ -10,12 +10,13 @@ before it would have, never makes a second mirror, and never lets a mirror run w
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
 from typing import Final
 
 from multiqueue.api.meta import as_dict, labels_of, metadata
 from multiqueue.api.types import NORMAL, WARNING, Event, Obj
-from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand
+from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand, progress_of, rerun_status_of
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     Identity,
@@ -116,69 +117,139 @@ def decide(
     return actions
 
 
+@dataclasses.dataclass(frozen=True)
+class Ours:
+    """A Job of ours as one sync sees it: the user's object, our mirrors of it by worker, the worker it is placed
+    on (None: not placed), and the workers lost."""
+
+    user: Obj
+    mirrors: dict[str, Obj]
+    placed: str | None
+    lost: frozenset[str]
+
+
+class Stage(enum.Enum):
+    """Where a Job of ours is in its life: each stage has its own decision."""
+
+    ENDING = "ending"  # finished, or being deleted: its mirrors go (a finished one's may stay a while)
+    UNPLACED = "unplaced"  # on no worker yet: it is placed when one takes it
+    STRANDED = "stranded"  # placed on a lost worker: it runs on another
+    PLACED = "placed"  # its mirror is created, given its progress, suspended or resumed, and followed
+
+
+def stage_of(adapter: GenericJob, job: Ours) -> Stage:
+    """The stage, and so the decision, of a Job of ours: an ending one ends wherever it was placed."""
+    if metadata(job.user).get("deletionTimestamp") or adapter.is_finished(job.user):
+        return Stage.ENDING
+    if job.placed is None:
+        return Stage.UNPLACED
+    if job.placed in job.lost:
+        return Stage.STRANDED
+    return Stage.PLACED
+
+
 def _decide(
     adapter: GenericJob, identity: Identity, policy: str, seen: Observed, keep_finished: float
 ) -> Actions:
+    """The actions for one Job, before the workers that cannot be asked are taken into account."""
     user = seen.user
     if user is None:
         # The user's Job is gone for good: any mirror of it is garbage.
         return Actions(delete_mirrors=list(seen.mirrors.items()))
     if adapter.managed_by(user) != identity.managed_by and not identity.holds(user):
         return Actions()
-    ours = {w: m for w, m in seen.mirrors.items() if identity.owns_mirror(m, user)}
-    actions = Actions()
+    job = _ours(identity, seen, user)
     # Mirrors of an earlier Job with the same name (the user re-created it) are garbage.
-    actions.delete_mirrors = [(w, m) for w, m in seen.mirrors.items() if w not in ours]
-    placed = labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None
-    lost = frozenset(w.name for w in seen.workers if w.lost)
+    actions = Actions(delete_mirrors=[(w, m) for w, m in seen.mirrors.items() if w not in job.mirrors])
+    match stage_of(adapter, job):
+        case Stage.ENDING:
+            return _end(actions, adapter, identity, seen, job, keep_finished)
+        case Stage.UNPLACED:
+            return _place(actions, adapter, identity, policy, seen, job)
+        case Stage.STRANDED:
+            return _redispatch(actions, adapter, identity, policy, seen, job)
+        case Stage.PLACED:
+            return _run(actions, adapter, identity, seen, job)
 
-    if adapter.is_finished(user) and not metadata(user).get("deletionTimestamp"):
-        finish = adapter.finish(user)
-        until = None if finish is None or finish.at is None else finish.at + keep_finished
-        # A draining worker is being let go: what is finished there goes at once.
-        draining = any(w.name == placed and not w.accepting for w in seen.workers)
-        if placed in ours and until is not None and seen.now < until and not draining:
-            # Kept, finished, so that its pods' logs can still be read; then it goes as below.
-            actions.delete_mirrors += [(w, m) for w, m in ours.items() if w != placed]
-            actions.requeue_after = until - seen.now
-            return actions
-    if metadata(user).get("deletionTimestamp") or adapter.is_finished(user):
-        actions.delete_mirrors += list(ours.items())
-        # A mirror on a lost worker must not keep the user's Job from going: it is collected on the
-        # worker's return, as an orphan.
-        if identity.holds(user) and all(w in lost for w in ours):
-            actions.remove_finalizer = True
+
+def _ours(identity: Identity, seen: Observed, user: Obj) -> Ours:
+    """What of ``seen`` is ours: a mirror another manager made, or one of an earlier Job of that name, is not."""
+    return Ours(
+        user,
+        {w: m for w, m in seen.mirrors.items() if identity.owns_mirror(m, user)},
+        labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None,
+        frozenset(w.name for w in seen.workers if w.lost),
+    )
+
+
+def kept_until(
+    adapter: GenericJob, job: Ours, workers: Sequence[WorkerView], keep_finished: float
+) -> float | None:
+    """Until when a finished Job's mirror stays on its worker so that its pods' logs can still be read; None when
+    it goes now (the Job is being deleted, its finish has no time, no mirror is there, or the worker drains)."""
+    if metadata(job.user).get("deletionTimestamp") or not adapter.is_finished(job.user):
+        return None
+    finish = adapter.finish(job.user)
+    if finish is None or finish.at is None or job.placed not in job.mirrors:
+        return None
+    # A draining worker is being let go: what is finished there goes at once.
+    if any(w.name == job.placed and not w.accepting for w in workers):
+        return None
+    return finish.at + keep_finished
+
+
+def _end(
+    actions: Actions, adapter: GenericJob, identity: Identity, seen: Observed, job: Ours, keep_finished: float
+) -> Actions:
+    """Finished or being deleted: its mirrors go, the one it ran on once its time is up."""
+    until = kept_until(adapter, job, seen.workers, keep_finished)
+    if until is not None and seen.now < until:
+        # Kept, finished, so that its pods' logs can still be read; then it goes as below.
+        actions.delete_mirrors += [(w, m) for w, m in job.mirrors.items() if w != job.placed]
+        actions.requeue_after = until - seen.now
         return actions
-    if placed is not None and placed in lost:
-        return _redispatch(actions, adapter, identity, policy, seen, placed, lost)
-    if placed is None:
-        return _place(actions, adapter, identity, policy, seen)
+    actions.delete_mirrors += list(job.mirrors.items())
+    # A mirror on a lost worker must not keep the user's Job from going: it is collected on the worker's return,
+    # as an orphan.
+    if identity.holds(job.user) and all(w in job.lost for w in job.mirrors):
+        actions.remove_finalizer = True
+    return actions
 
+
+def _run(actions: Actions, adapter: GenericJob, identity: Identity, seen: Observed, job: Ours) -> Actions:
+    """Placed on a worker that is not lost: its mirror there is created, given its progress, suspended or resumed
+    as the user's Job is, and its status becomes the user's."""
+    placed = job.placed
+    assert placed is not None
     # Mirrors on workers other than the chosen one are stale (a lost race or an old placement).
-    actions.delete_mirrors += [(w, m) for w, m in ours.items() if w != placed]
-    mirror = ours.get(placed)
+    actions.delete_mirrors += [(w, m) for w, m in job.mirrors.items() if w != placed]
+    mirror = job.mirrors.get(placed)
     if mirror is None:
-        return _create(actions, adapter, identity, seen, placed)
+        return _create(actions, adapter, identity, seen, job.user, placed)
     progress = pending_progress(mirror)
     if progress is not None and not holds_progress(mirror, progress):
         # Created to go on from the user's progress, not given it yet: give it, and only then let it run.
         status = {**as_dict(mirror.get("status")), **progress}
         actions.seed_progress = (placed, {**mirror, "status": status})
         return actions
-    if adapter.is_suspended(mirror) != adapter.is_suspended(user):
-        actions.suspend_mirror = (placed, adapter.is_suspended(user))
-    if progress is not None:
-        return actions  # its status is the seeded one until it runs
+    if adapter.is_suspended(mirror) != adapter.is_suspended(job.user):
+        actions.suspend_mirror = (placed, adapter.is_suspended(job.user))
+    if progress is None:  # else its status is the seeded one until it runs
+        _follow(actions, adapter, job.user, mirror, placed)
+    return actions
+
+
+def _follow(actions: Actions, adapter: GenericJob, user: Obj, mirror: Obj, worker: str) -> None:
+    """The mirror's status becomes the user's, unless the user's status rules refuse it."""
     try:
         actions.status = adapter.synced_status(user, mirror)
         if actions.status is not None:
-            _finished_event(actions, adapter, {**user, "status": actions.status}, placed)
+            _finished_event(actions, adapter, {**user, "status": actions.status}, worker)
     except StatusRefused as refused:
         actions.status_refused = True
         actions.events.append(
-            Event(WARNING, "StatusSyncRejected", f"status from worker {placed} not applied: {refused}")
+            Event(WARNING, "StatusSyncRejected", f"status from worker {worker} not applied: {refused}")
         )
-    return actions
 
 
 def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: str) -> None:
@@ -201,9 +272,10 @@ def _pending_event(waiting: Waiting) -> Event:
     return Event(NORMAL, "Pending", waiting.message)
 
 
-def _place(actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed) -> Actions:
-    user = seen.user
-    assert user is not None
+def _place(
+    actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed, job: Ours
+) -> Actions:
+    user = job.user
     if adapter.is_suspended(user):
         actions.waiting = Waiting(WaitReason.SUSPENDED, "the Job is suspended")
         return actions
@@ -237,11 +309,9 @@ def _wait(actions: Actions, placement: Placement, refused: dict[str, Rejection],
 
 
 def _create(
-    actions: Actions, adapter: GenericJob, identity: Identity, seen: Observed, placed: str
+    actions: Actions, adapter: GenericJob, identity: Identity, seen: Observed, user: Obj, placed: str
 ) -> Actions:
     """Placed, and no mirror of ours is there (yet): create it, unless the worker refused it."""
-    user = seen.user
-    assert user is not None
     rejection = seen.rejections.get(placed)
     if (
         rejection is not None
@@ -281,21 +351,15 @@ def _rejected_message(rejection: Rejection) -> str:
 
 
 def _redispatch(
-    actions: Actions,
-    adapter: GenericJob,
-    identity: Identity,
-    policy: str,
-    seen: Observed,
-    placed: str,
-    lost: frozenset[str],
+    actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed, job: Ours
 ) -> Actions:
     """The worker running this Job is lost: run it on another, from the progress the user's Job records."""
-    user = seen.user
-    assert user is not None
+    user, placed = job.user, job.placed
+    assert placed is not None
     # A pin chose the first worker only; a selector still applies.
     asked = demand(adapter.pod_sets(user))
     refused = frozenset(w for w, r in seen.rejections.items() if seen.now < r.retry_at())
-    placement = place(user, seen.workers, policy, seen.turn, exclude=lost | refused, demand=asked)
+    placement = place(user, seen.workers, policy, seen.turn, exclude=job.lost | refused, demand=asked)
     if placement.worker is None:
         assert placement.reason is not None
         message = f"worker {placed} is lost; {placement.message}"
@@ -305,8 +369,8 @@ def _redispatch(
         return actions
     actions.hold = (placement.worker, asked)
     actions.redispatch = (placed, placement.worker)
-    rerun = adapter.rerun_status(user)
-    if rerun != (user.get("status") or {}):
+    rerun = rerun_status_of(adapter, user)
+    if rerun is not None and rerun != (user.get("status") or {}):
         actions.status = rerun
     actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
     actions.events.append(
@@ -324,7 +388,7 @@ def _mirror_body(adapter: GenericJob, identity: Identity, user: Obj) -> Obj:
     """The mirror to create: suspended while the user's Job is, or while it must first be given the progress
     the user's Job records (finished work is then not run again)."""
     body = adapter.build_mirror(user, identity.origin)
-    progress = adapter.progress(user)
+    progress = progress_of(adapter, user)
     if progress is not None:
         body = with_progress(body, progress)
     if progress is not None or adapter.is_suspended(user):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from multiqueue.api.errors import SelectorError
@@ -106,6 +107,17 @@ class Placement:
     candidates: frozenset[str] = frozenset()
 
 
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """What one step of placement leaves: the workers still in the running, or why the Job can go nowhere."""
+
+    workers: list[WorkerView]
+    waiting: Placement | None = None
+
+
+Step = Callable[[list[WorkerView]], Kept]
+
+
 def place(
     job: Obj,
     workers: Sequence[WorkerView],
@@ -118,57 +130,111 @@ def place(
     """The worker for ``job``, asking ``demand`` (resource -> amount, all pods together) of its capacity.
 
     ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out; ``pinned`` is the only worker
-    the user allows (``mirror.requested_worker``).
+    the user allows (``mirror.requested_worker``). The steps run in order; the first that leaves the Job nowhere
+    to go says why it waits.
     """
+    asked = demand or {}
+    steps: list[Step] = [
+        functools.partial(keep_pinned, pinned=pinned),
+        keep_accepting,
+        functools.partial(keep_selected, selector_text=annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)),
+        functools.partial(keep_if_any_could_fit, demand=asked),
+        keep_active,
+        functools.partial(keep_fitting, demand=asked),
+        prefer_responsive,
+    ]
     candidates = [w for w in workers if w.name not in exclude]
-    if pinned:
-        candidates = [w for w in candidates if w.name == pinned]
-        if not candidates:
-            return Placement(
-                None, WaitReason.NO_WORKER, f"pinned to worker {pinned}, which is not configured"
-            )
-        if not candidates[0].accepting:
-            return Placement(
-                None, WaitReason.WORKER_DRAINING, f"pinned to worker {pinned}, which is draining"
-            )
-    candidates = [w for w in candidates if w.accepting]
-    selector_text = annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)
-    if selector_text:
-        try:
-            selector = parse_label_selector(selector_text)
-        except SelectorError as exc:
-            return Placement(
-                None, WaitReason.INVALID_SELECTOR, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}"
-            )
-        candidates = [w for w in candidates if selector.matches(w.labels)]
-        if not candidates:
-            return Placement(
-                None, WaitReason.NO_MATCHING_WORKER, f"no worker matches selector {selector_text}"
-            )
-    never = {w.name: beyond(demand or {}, w) for w in candidates}
-    if candidates and all(never.values()):
+    for step in steps:
+        kept = step(candidates)
+        if kept.waiting is not None:
+            return kept.waiting
+        candidates = kept.workers
+    return Placement(choose(policy, candidates, turn))
+
+
+def keep_pinned(workers: list[WorkerView], pinned: str | None) -> Kept:
+    """Only the worker the user pinned the Job to, when it pinned it: it must be configured and not draining."""
+    if not pinned:
+        return Kept(workers)
+    kept = [w for w in workers if w.name == pinned]
+    if not kept:
+        return _waits(WaitReason.NO_WORKER, f"pinned to worker {pinned}, which is not configured")
+    if not kept[0].accepting:
+        return _waits(WaitReason.WORKER_DRAINING, f"pinned to worker {pinned}, which is draining")
+    return Kept(kept)
+
+
+def keep_accepting(workers: list[WorkerView]) -> Kept:
+    """Draining workers take no new Job; the steps after say why none is left."""
+    return Kept([w for w in workers if w.accepting])
+
+
+def keep_selected(workers: list[WorkerView], selector_text: str | None) -> Kept:
+    """The workers whose labels the Job's cluster selector matches (all of them without one)."""
+    if not selector_text:
+        return Kept(workers)
+    try:
+        selector = parse_label_selector(selector_text)
+    except SelectorError as exc:
+        return _waits(WaitReason.INVALID_SELECTOR, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}")
+    kept = [w for w in workers if selector.matches(w.labels)]
+    if not kept:
+        return _waits(WaitReason.NO_MATCHING_WORKER, f"no worker matches selector {selector_text}")
+    return Kept(kept)
+
+
+def keep_if_any_could_fit(workers: list[WorkerView], demand: dict[str, float]) -> Kept:
+    """All of them, unless the Job asks more than each has in all: then it waits until a worker or the Job
+    changes, and says what each lacks."""
+    never = {w.name: beyond(demand, w) for w in workers}
+    if workers and all(never.values()):
         detail = ", ".join(f"{name} ({what})" for name, what in sorted(never.items()))
-        return Placement(None, WaitReason.NEVER_FITS, f"asks more than any worker has in all: {detail}")
-    active = [w for w in candidates if w.active]
-    if not active:
-        if not candidates:
-            return Placement(None, WaitReason.NO_WORKER, "no worker")
-        names = ", ".join(sorted(w.name for w in candidates))
-        return Placement(None, WaitReason.NO_ACTIVE_WORKER, f"no active worker: {names}")
-    shortfalls = {w.name: lacking(demand or {}, w) for w in active}
-    fitting = [w for w in active if shortfalls[w.name] is None]
-    if not fitting:
-        missing = sorted({m for m in shortfalls.values() if m is not None})
-        return Placement(
+        return _waits(WaitReason.NEVER_FITS, f"asks more than any worker has in all: {detail}")
+    return Kept(workers)
+
+
+def keep_active(workers: list[WorkerView]) -> Kept:
+    """The workers that answer; none left says whether there was no worker at all or none answers."""
+    kept = [w for w in workers if w.active]
+    if kept:
+        return Kept(kept)
+    if not workers:
+        return _waits(WaitReason.NO_WORKER, "no worker")
+    names = ", ".join(sorted(w.name for w in workers))
+    return _waits(WaitReason.NO_ACTIVE_WORKER, f"no active worker: {names}")
+
+
+def keep_fitting(workers: list[WorkerView], demand: dict[str, float]) -> Kept:
+    """The workers with room for the Job now; when none has, it waits for capacity on all of them."""
+    shortfalls = {w.name: lacking(demand, w) for w in workers}
+    kept = [w for w in workers if shortfalls[w.name] is None]
+    if kept:
+        return Kept(kept)
+    missing = sorted({m for m in shortfalls.values() if m is not None})
+    return Kept(
+        [],
+        Placement(
             None,
             WaitReason.NO_CAPACITY,
             f"waiting for capacity: {', '.join(missing)}",
-            frozenset(w.name for w in active),
-        )
-    # A worker whose requests hang gets a Job only when no responsive one fits.
-    fitting = [w for w in fitting if not w.slow] or fitting
+            frozenset(w.name for w in workers),
+        ),
+    )
+
+
+def prefer_responsive(workers: list[WorkerView]) -> Kept:
+    """A worker whose requests hang gets a Job only when no responsive one fits."""
+    return Kept([w for w in workers if not w.slow] or workers)
+
+
+def choose(policy: str, workers: list[WorkerView], turn: int) -> str:
+    """The policy's pick among ``workers`` (not empty), all of which would take the Job."""
     if policy == ROUND_ROBIN:
-        return Placement(fitting[turn % len(fitting)].name)
+        return workers[turn % len(workers)].name
     if policy == ORDERED:
-        return Placement(fitting[0].name)
-    return Placement(min(fitting, key=lambda w: (w.load, w.name)).name)
+        return workers[0].name
+    return min(workers, key=lambda w: (w.load, w.name)).name
+
+
+def _waits(reason: WaitReason, message: str) -> Kept:
+    return Kept([], Placement(None, reason, message))

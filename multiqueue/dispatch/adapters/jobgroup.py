@@ -1,7 +1,8 @@
 """The GenericJob adapter of the example JobGroup kind (examples/jobgroup-crd.yaml).
 
 All the dispatcher needs to dispatch a kind it has never seen: where it lives, how to read its state, how to make
-and suspend its mirror, and when a mirror's status may become the user's.
+and suspend its mirror, and when a mirror's status may become the user's. Of the extras it has a PriorityClass and
+a status to show once its mirror is lost; it has no progress to go on from, so a new mirror starts over.
 """
 
 from __future__ import annotations
@@ -74,9 +75,6 @@ class JobGroupAdapter:
     def priority_class(self, obj: Obj) -> str | None:
         name = as_dict(obj.get("spec")).get("priorityClassName")
         return name if isinstance(name, str) and name else None
-
-    def progress(self, obj: Obj) -> Obj | None:
-        return None  # a JobGroup starts over on a new worker
 
     def rerun_status(self, obj: Obj) -> Obj:
         status = copy.deepcopy(as_dict(obj.get("status")))
