@@ -113,6 +113,8 @@ def _to_record(job: Obj, owned_pods: Sequence[Obj], recorded: set[str], now: dat
 
 
 class _Flushed(NamedTuple):
+    """The status's counts and uncounted lists once the pods no longer held by their finalizer are counted."""
+
     succeeded: int
     failed: int
     uncounted_succeeded: list[str]
@@ -160,6 +162,7 @@ class _Recorded:
 
 
 def _record(job: Obj, finished: Sequence[Obj], *, ending_in_success: bool) -> _Recorded:
+    """Record each newly finished pod by its outcome; the first FailJob match is the one reported."""
     recorded = _Recorded()
     for pod in finished:
         outcome = pod_outcome(job, pod, ending_in_success=ending_in_success)
