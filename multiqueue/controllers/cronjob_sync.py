@@ -9,35 +9,32 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from datetime import datetime, timedelta
-from typing import Final
+from collections.abc import Sequence
+from datetime import datetime
 
-from multiqueue.api import cronjobs, cronjobtimes, cronschedules, jobs
-from multiqueue.api.meta import as_dict, as_list, format_time, metadata, owner_reference, parse_time, uid_of
+from multiqueue.api import cronjobs, cronjobtimes
+from multiqueue.api.meta import as_dict, as_list, format_time, metadata, owner_reference, uid_of
 from multiqueue.api.types import Event, Obj
-
-NEXT_SCHEDULE_DELTA: Final = timedelta(milliseconds=100)
+from multiqueue.controllers.cronjob_concurrency import concurrency
+from multiqueue.controllers.cronjob_history import (
+    deleted_event,
+    expired_history,
+    last_successful_time,
+    running_jobs,
+)
+from multiqueue.controllers.cronjob_schedule import already_started, due_time
 
 
 @dataclasses.dataclass
 class Actions:
+    """What one sync wants done. Empty fields mean nothing to do."""
+
     status: Obj | None = None  # without the Job about to be created; the executor adds it
     delete: list[Obj] = dataclasses.field(default_factory=list)
     create: Obj | None = None
     scheduled_time: datetime | None = None
     events: list[Event] = dataclasses.field(default_factory=list)
     requeue_after: float | None = None
-
-
-def _finished_type(job: Obj) -> str | None:
-    finished = jobs.finished_condition(job)
-    return finished[0] if finished is not None else None
-
-
-def _start_sort_key(job: Obj) -> tuple[bool, float]:
-    """Oldest start first; Jobs that never started last."""
-    started = parse_time(jobs.status_of(job).get("startTime"))
-    return (started is None, started.timestamp() if started is not None else 0.0)
 
 
 def job_for(cronjob: Obj, scheduled: datetime) -> Obj:
@@ -65,154 +62,50 @@ def job_for(cronjob: Obj, scheduled: datetime) -> Obj:
     }
 
 
+def _start(
+    cronjob: Obj, active: list[Obj], owned_jobs: Sequence[Obj], now: datetime, actions: Actions
+) -> list[Obj]:
+    """Start the Job that is due, if the schedule and the concurrency policy let it; the references left in
+    status.active."""
+    due = due_time(cronjob, now)
+    actions.events += due.events
+    actions.requeue_after = due.requeue_after
+    if due.scheduled is None or already_started(cronjob, active, due.scheduled):
+        return active
+    policy = as_dict(cronjob.get("spec")).get("concurrencyPolicy", cronjobs.ALLOW)
+    decided = concurrency(policy, active, owned_jobs)
+    actions.events += decided.events
+    if not decided.start:
+        return active
+    actions.delete += decided.delete
+    actions.create = job_for(cronjob, due.scheduled)
+    actions.scheduled_time = due.scheduled
+    return decided.active
+
+
 def decide(cronjob: Obj, owned_jobs: list[Obj], now: datetime) -> Actions:
-    actions = Actions()
+    """Everything one sync of ``cronjob`` should do, given the Jobs it owns: history first, as upstream (the
+    oldest finished Jobs beyond the limits are deleted and leave status.active without a SawCompletedJob event),
+    then status.active against the Jobs that exist, then the Job that is due."""
     if metadata(cronjob).get("deletionTimestamp"):
-        return actions
-    spec = as_dict(cronjob.get("spec"))
+        return Actions()
     old_status = as_dict(cronjob.get("status"))
     status = copy.deepcopy(old_status)
-    active = [as_dict(r) for r in as_list(status.get("active"))]
-    by_uid = {uid_of(j): j for j in owned_jobs}
-
-    # History first, as upstream: the oldest finished Jobs beyond the limits are deleted and leave status.active
-    # without a SawCompletedJob event.
-    for finished_type, field in (
-        (jobs.COMPLETE, "successfulJobsHistoryLimit"),
-        (jobs.FAILED, "failedJobsHistoryLimit"),
-    ):
-        limit = spec.get(field)
-        if not isinstance(limit, int):
-            continue
-        history = sorted((j for j in owned_jobs if _finished_type(j) == finished_type), key=_start_sort_key)
-        for old in history[: max(0, len(history) - limit)]:
-            actions.delete.append(old)
-            active = [r for r in active if str(r.get("uid")) != uid_of(old)]
-            actions.events.append(
-                Event("Normal", "SuccessfulDelete", f"Deleted job {metadata(old).get('name')}")
-            )
-
-    # Reconcile status.active with the Jobs that exist.
-    kept: list[Obj] = []
-    for ref in active:
-        job = by_uid.get(str(ref.get("uid")))
-        if job is None:
-            actions.events.append(
-                Event("Normal", "MissingJob", f"Active job went missing: {ref.get('name')}")
-            )
-            continue
-        outcome = _finished_type(job)
-        if outcome is not None:
-            actions.events.append(
-                Event(
-                    "Normal",
-                    "SawCompletedJob",
-                    f"Saw completed job: {metadata(job).get('name')}, condition: {outcome}",
-                )
-            )
-            continue
-        kept.append(ref)
-    active_uids = {str(r.get("uid")) for r in active}
-    for job in owned_jobs:
-        if uid_of(job) not in active_uids and _finished_type(job) is None:
-            actions.events.append(
-                Event(
-                    "Warning",
-                    "UnexpectedJob",
-                    f"Saw a job that the controller did not create or forgot: {metadata(job).get('name')}",
-                )
-            )
-    last_success = parse_time(status.get("lastSuccessfulTime"))
-    for job in owned_jobs:
-        if _finished_type(job) == jobs.COMPLETE:
-            completed = parse_time(jobs.status_of(job).get("completionTime"))
-            if completed is not None and (last_success is None or completed > last_success):
-                last_success = completed
+    expired = expired_history(as_dict(cronjob.get("spec")), owned_jobs)
+    actions = Actions(delete=list(expired), events=[deleted_event(j) for j in expired])
+    gone = {uid_of(j) for j in expired}
+    listed = [r for r in (as_dict(r) for r in as_list(status.get("active"))) if str(r.get("uid")) not in gone]
+    running = running_jobs(listed, owned_jobs)
+    actions.events += running.events
+    last_success = last_successful_time(status, owned_jobs)
     if last_success is not None:
         status["lastSuccessfulTime"] = format_time(last_success)
-
-    def done() -> Actions:
-        status["active"] = kept
-        if not kept:
-            status.pop("active", None)
-        if status != old_status:
-            actions.status = status
-        return actions
-
-    zone_name = spec.get("timeZone")
-    if zone_name is not None and cronjobtimes.schedule_zone(cronjob) is None:
-        actions.events.append(
-            Event(
-                "Warning",
-                "UnknownTimeZone",
-                f'invalid timeZone: "{zone_name}": unknown time zone {zone_name}',
-            )
-        )
-        return done()
-    schedule = cronschedules.parse_schedule(str(spec.get("schedule", "")))
-    if isinstance(schedule, str):
-        actions.events.append(
-            Event(
-                "Warning",
-                "UnparseableSchedule",
-                f'unparseable schedule: "{spec.get("schedule")}" : {schedule}',
-            )
-        )
-        return done()
-    if spec.get("suspend") is True:
-        return done()
-
-    def requeue_at_next() -> None:
-        following = cronjobtimes.next_schedule_time(cronjob, now)
-        if following is not None:
-            actions.requeue_after = max(0.0, (following - now + NEXT_SCHEDULE_DELTA).total_seconds())
-
-    scheduled, too_many = cronjobtimes.most_recent_schedule_time(cronjob, now)
-    if too_many:
-        actions.events.append(
-            Event(
-                "Warning",
-                "TooManyMissedTimes",
-                "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew",
-            )
-        )
-    requeue_at_next()
-    if scheduled is None:
-        return done()
-    deadline = spec.get("startingDeadlineSeconds")
-    if isinstance(deadline, int) and scheduled + timedelta(seconds=deadline) < now:
-        actions.events.append(
-            Event(
-                "Warning", "MissSchedule", f"Missed scheduled time to start a job: {format_time(scheduled)}"
-            )
-        )
-        return done()
-    name = cronjobtimes.job_name(str(metadata(cronjob).get("name")), scheduled)
-    already = (
-        any(r.get("name") == name for r in kept) or parse_time(status.get("lastScheduleTime")) == scheduled
-    )
-    if already:
-        return done()
-    policy = spec.get("concurrencyPolicy", cronjobs.ALLOW)
-    if policy == cronjobs.FORBID and kept:
-        actions.events.append(
-            Event(
-                "Normal",
-                "JobAlreadyActive",
-                "Not starting job because prior execution is running and concurrency policy is Forbid",
-            )
-        )
-        return done()
-    if policy == cronjobs.REPLACE:
-        for ref in kept:
-            job = by_uid.get(str(ref.get("uid")))
-            if job is not None:
-                actions.delete.append(job)
-                actions.events.append(
-                    Event("Normal", "SuccessfulDelete", f"Deleted job {metadata(job).get('name')}")
-                )
-        kept = []
-    actions.create = job_for(cronjob, scheduled)
-    actions.scheduled_time = scheduled
-    status["lastScheduleTime"] = format_time(scheduled)
-    return done()
+    active = _start(cronjob, running.active, owned_jobs, now, actions)
+    if actions.scheduled_time is not None:
+        status["lastScheduleTime"] = format_time(actions.scheduled_time)
+    status["active"] = active
+    if not active:
+        status.pop("active", None)
+    if status != old_status:
+        actions.status = status
+    return actions

@@ -31,14 +31,9 @@ from opentelemetry.metrics import Histogram, Meter
 from multiqueue.api import jobs
 from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
 from multiqueue.api.types import JOBS, PODS, Obj
-from multiqueue.controllers.job_sync import (
-    Actions,
-    decide,
-    has_tracking_finalizer,
-    job_of,
-    owning_job_name,
-    releases_orphan,
-)
+from multiqueue.controllers.job_orphans import job_of, owning_job_name, releases_orphan
+from multiqueue.controllers.job_pod_facts import has_tracking_finalizer
+from multiqueue.controllers.job_sync import Actions, decide
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder

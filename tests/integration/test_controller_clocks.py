@@ -13,7 +13,7 @@ from multiqueue.api.meta import format_time, parse_time
 from multiqueue.api.types import CRONJOBS, JOBS
 from multiqueue.apiserver.server import ApiServer
 from multiqueue.controllers.cronjob import CronJobController
-from multiqueue.controllers.cronjob_sync import NEXT_SCHEDULE_DELTA
+from multiqueue.controllers.cronjob_schedule import NEXT_SCHEDULE_DELTA
 from multiqueue.controllers.job import JobController
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.events import EventRecorder

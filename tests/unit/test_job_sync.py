@@ -15,7 +15,9 @@ import pytest
 from multiqueue.api import jobs
 from multiqueue.api.jobstatus import validate_job_status_update
 from multiqueue.api.meta import format_time
-from multiqueue.controllers.job_sync import Actions, decide, pod_for, releases_orphan
+from multiqueue.controllers.job_orphans import releases_orphan
+from multiqueue.controllers.job_pod_template import pod_for
+from multiqueue.controllers.job_sync import Actions, decide
 from tests.unit.jobfixtures import job
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
