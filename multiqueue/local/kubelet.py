@@ -66,10 +66,11 @@ from multiqueue.local.containers import (
 )
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
 from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
+from multiqueue.loop.controller import Controller
 from multiqueue.loop.files import open_private
-from multiqueue.loop.reconcile import reconcile
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ SIMULATE_DURATION: Final = "multiqueue.dev/simulate-duration"
 SIMULATE_EXIT_CODE: Final = "multiqueue.dev/simulate-exit-code"
 # A pod whose status could not be written is synced again after this.
 POD_RETRY: Final = 1.0
+POD_WORKERS: Final = 8
 _FIELD_REF: Final = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 
@@ -214,16 +216,24 @@ class LocalKubelet:
             clock=self.clock,
         )
         self.pods: Informer = factory.informer(PODS)
-        self.queue: WorkQueue[str] = WorkQueue(f"kubelet-{node_name}")
         self._running: dict[str, _Running] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self.pods.add_handlers(
-            Handlers(
-                on_add=lambda p: self.queue.add(key_of(p)),
-                on_update=lambda _o, p: self.queue.add(key_of(p)),
-                on_delete=self._forget,
+        handlers = Handlers(
+            on_add=lambda p: self.runner.add(key_of(p)),
+            on_update=lambda _o, p: self.runner.add(key_of(p)),
+            on_delete=self._forget,
+        )
+        self.runner: Runner[str] = Runner(
+            Controller(
+                f"kubelet-{node_name}",
+                self.sync,
+                POD_WORKERS,
+                feeds=[Feed(self.pods, handlers)],
+                cached=self.pods.keys,
+                prepare=self._sweep if mode == "process" else None,
             )
         )
+        self.runner.open()
 
     @property
     def node_name(self) -> str:
@@ -256,11 +266,8 @@ class LocalKubelet:
             await self.api.stop()
 
     async def _run_pods(self) -> None:
-        await self.pods.wait_for_sync()
         try:
-            if self.mode == "process":
-                await self._sweep()
-            await reconcile(self.queue, self.sync, 8)
+            await self.runner.run()
         finally:
             await self._let_go()
 
@@ -412,7 +419,7 @@ class LocalKubelet:
             log.warning(
                 "kubelet %s: pod %s: %s; syncing it again in %gs", self.node_name, key, exc, POD_RETRY
             )
-            self.queue.add_after(key, POD_RETRY)
+            self.runner.add_after(key, POD_RETRY)
         except Exception:
             log.exception("kubelet %s: pod %s failed", self.node_name, key)
         finally:
@@ -426,7 +433,7 @@ class LocalKubelet:
             return
         for pod in self.pods.objects():
             if not as_dict(pod.get("spec")).get("nodeName") and not pods.is_terminal(pod):
-                self.queue.add(key_of(pod))
+                self.runner.add(key_of(pod))
 
     async def _report(self, pod: Obj, view: PodView, phase: str) -> None:
         """Write the pod's status as ``view`` shows it, through pods/status (a strategic merge patch, as upstream's
