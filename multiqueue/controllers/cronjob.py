@@ -91,6 +91,10 @@ class CronJobController:
         """Sync CronJobs until cancelled: one term (as leader); each starts from every cached CronJob."""
         await self.runner.run()
 
+    async def close(self) -> None:
+        """For good: the handlers unsubscribed, the queue shut down."""
+        await self.runner.stop()
+
     def resync(self) -> None:
         """Look at every cached CronJob again, after a test moved the clock (the requeue delay computed from a fake
         clock means nothing to the queue's real timers)."""

@@ -187,6 +187,11 @@ class JobController:
         as leader, each starting from every cached Job and pod."""
         await asyncio.gather(self.runner.run(), self.orphans.run())
 
+    async def close(self) -> None:
+        """For good: the handlers unsubscribed, the queues shut down."""
+        await self.runner.stop()
+        await self.orphans.stop()
+
     def _cached_jobs(self) -> list[str]:
         """The Jobs every cached Job and pod stand for."""
         keys = [key_of(job) for job in self.jobs.objects() if jobs.is_managed_by_builtin_controller(job)]
