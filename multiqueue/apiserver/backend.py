@@ -54,9 +54,9 @@ class Backend:
     async def idle(self) -> None:
         """Wait until the server's own controllers have nothing queued (namespace contents published, tokens filled
         in, garbage collected): the writes a client did not ask for are done."""
-        await self.publisher.queue.join()
-        await self.tokens.queue.join()
-        await self.gc.queue.join()
+        await self.publisher.runner.join()
+        await self.tokens.runner.join()
+        await self.gc.runner.join()
 
     async def close(self) -> None:
         await self.tokens.stop()

@@ -40,7 +40,7 @@ class CrdController:
                 self.registry.apply_crd(crd)
             else:
                 self._queue.put_nowait(_as_event(crd))
-        self.store.add_listener(self._on_event)
+        self.store.add_handlers(self._on_event)
         self._task = asyncio.create_task(self._run(), name="crd-controller")
 
     async def stop(self) -> None:

@@ -10,9 +10,9 @@ nothing is promised (a finalizer removed) before the work it stands for is done.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
+from collections.abc import Iterator
 
 from multiqueue.api.meta import as_dict, as_list, metadata
 from multiqueue.api.types import Obj
@@ -21,9 +21,9 @@ from multiqueue.apiserver.resources import ResourceType
 from multiqueue.apiserver.rest import FOREGROUND_FINALIZER, ORPHAN_FINALIZER, ApiError, Rest
 from multiqueue.apiserver.store import Event, Store
 from multiqueue.apiserver.strategies import BACKGROUND, FOREGROUND
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +36,22 @@ class GarbageCollector:
         self.store = store
         self.registry = registry
         self.rest = rest
-        self.queue: WorkQueue[WorkItem] = WorkQueue("garbage-collector")
-        self._task: asyncio.Task[None] | None = None
+        self.runner: Runner[WorkItem] = Runner(
+            Controller(
+                "garbage-collector", self._sync, feeds=[Feed(store, self._on_event)], cached=self._scan
+            )
+        )
 
     def start(self) -> None:
-        self.store.add_listener(self._on_event)
-        self._scan()
-        self._task = asyncio.create_task(reconcile(self.queue, self._sync, 1), name="garbage-collector")
+        self.runner.start()
 
     async def stop(self) -> None:
-        await cancel_and_wait([self._task])
+        await self.runner.stop()
 
     # --- what needs looking at -------------------------------------------------------------------------------
 
     def _enqueue(self, item: WorkItem) -> None:
-        self.queue.add(item)
+        self.runner.add(item)
 
     def _on_event(self, event: Event) -> None:
         meta = metadata(event.obj)
@@ -74,19 +75,20 @@ class GarbageCollector:
             if namespace is not None and metadata(namespace).get("deletionTimestamp"):
                 self._enqueue(("namespace", event.namespace))
 
-    def _scan(self) -> None:
-        """After a restart: finish what was in flight and collect dependents whose owners are gone."""
+    def _scan(self) -> Iterator[WorkItem]:
+        """What a start looks at: finish what was in flight and collect dependents whose owners are gone (after a
+        restart)."""
         for rtype in self.registry:
             for obj in self.store.list_objects(rtype.key):
                 meta = metadata(obj)
                 if meta.get("deletionTimestamp"):
-                    self._enqueue(("owner", str(meta.get("uid"))))
+                    yield ("owner", str(meta.get("uid")))
                     if rtype.key == "namespaces":
-                        self._enqueue(("namespace", str(meta.get("name"))))
+                        yield ("namespace", str(meta.get("name")))
                 for ref in as_list(meta.get("ownerReferences")):
                     uid = str(as_dict(ref).get("uid") or "")
                     if uid and self.store.by_uid(uid) is None:
-                        self._enqueue(("owner-gone", uid))
+                        yield ("owner-gone", uid)
 
     # --- doing it --------------------------------------------------------------------------------------------
 

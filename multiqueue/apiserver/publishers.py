@@ -8,7 +8,6 @@ this: after the namespace appears, and again whenever one of them is deleted, ne
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Final
 
@@ -17,9 +16,9 @@ from multiqueue.api.types import Obj
 from multiqueue.apiserver.registry import Registry
 from multiqueue.apiserver.rest import ApiError, Rest
 from multiqueue.apiserver.store import Event, Store
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 SERVICE_ACCOUNTS: Final = "serviceaccounts"
 CONFIGMAPS: Final = "configmaps"
@@ -62,27 +61,29 @@ class NamespacePublisher:
         self.registry = registry
         self.rest = rest
         self.wanted = published(ca_pem)
-        self.queue: WorkQueue[str] = WorkQueue("namespace-publisher")
-        self._task: asyncio.Task[None] | None = None
+        self.runner: Runner[str] = Runner(
+            Controller(
+                "namespace-publisher", self.sync, feeds=[Feed(store, self._on_event)], cached=self._namespaces
+            )
+        )
 
     def start(self) -> None:
-        self.store.add_listener(self._on_event)
-        for namespace in self.store.list_objects("namespaces"):
-            self.queue.add(str(metadata(namespace).get("name")))
-        self._task = asyncio.create_task(reconcile(self.queue, self.sync, 1), name="namespace-publisher")
+        self.runner.start()
 
     async def stop(self) -> None:
-        self.queue.shut_down()
-        await cancel_and_wait([self._task])
+        await self.runner.stop()
+
+    def _namespaces(self) -> list[str]:
+        return [str(metadata(namespace).get("name")) for namespace in self.store.list_objects("namespaces")]
 
     def _on_event(self, event: Event) -> None:
         name = str(metadata(event.obj).get("name"))
         if event.resource == "namespaces" and event.type == "ADDED":
-            self.queue.add(name)
+            self.runner.add(name)
         elif event.type == "DELETED" and (event.resource, name) in (
             (r, metadata(o)["name"]) for r, o in self.wanted
         ):
-            self.queue.add(event.namespace)
+            self.runner.add(event.namespace)
 
     async def sync(self, namespace: str) -> None:
         found = self.store.get("namespaces", "", namespace)

@@ -37,6 +37,7 @@ from multiqueue.apiserver.watchcache import (
     WatchCache,
     Watcher,
 )
+from multiqueue.loop.source import Unsubscribe
 
 # The names other modules import from here, wherever they are defined.
 __all__ = [
@@ -280,9 +281,13 @@ class Store:
 
     # --- watch -----------------------------------------------------------------------------------------------
 
-    def add_listener(self, listener: Callable[[Event], None]) -> None:
-        """Called with every committed event of every resource (the garbage collector uses this)."""
-        self._watch.add_listener(listener)
+    def add_handlers(self, listener: Callable[[Event], None]) -> Unsubscribe:
+        """Call ``listener`` with every committed event of every resource (the server's own controllers feed on
+        this), until what this returns is called."""
+        return self._watch.add_listener(listener)
+
+    async def wait_for_sync(self) -> None:
+        """The store is its own cache, complete once opened: nothing to wait for."""
 
     def watch(self, resource: str, namespace: str | None, since: int) -> tuple[Watcher, list[Event]]:
         """A watcher for events after ``since`` and the already-committed events it must send first.

@@ -11,9 +11,9 @@ the loop retries the item after its back-off.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
+from collections.abc import Iterator
 
 from multiqueue.api.meta import metadata
 from multiqueue.api.types import Obj
@@ -31,9 +31,9 @@ from multiqueue.apiserver.rules.serviceaccounts import (
     Write,
 )
 from multiqueue.apiserver.store import Event, Store
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,16 @@ MANAGER = "kube-controller-manager"  # the field manager of its writes, as upstr
 TOKEN_BYTES = 32
 
 WorkItem = SecretKey | AccountKey
+
+
+def _keys(resource: str, obj: Obj) -> list[WorkItem]:
+    """The work item an object of ``resource`` stands for: a token Secret's, a ServiceAccount's, or none."""
+    if resource == SECRETS:
+        key = serviceaccounts.secret_key(obj)
+        return [] if key is None else [key]
+    if resource == SERVICE_ACCOUNTS:
+        return [serviceaccounts.account_key(obj)]
+    return []
 
 
 class TokenController:
@@ -52,33 +62,31 @@ class TokenController:
         self.registry = registry
         self.rest = rest
         self.ca_pem = ca_pem
-        self.queue: WorkQueue[WorkItem] = WorkQueue("serviceaccount-tokens")
-        self._task: asyncio.Task[None] | None = None
+        self.runner: Runner[WorkItem] = Runner(
+            Controller(
+                "serviceaccount-tokens",
+                self._sync,
+                feeds=[Feed(store, self._on_event)],
+                cached=self._cached,
+            )
+        )
 
     def start(self) -> None:
         """Look at every token Secret and ServiceAccount once (what changed while the server was down), then
         follow the store's events."""
-        self.store.add_listener(self._on_event)
-        for secret in self.store.list_objects(SECRETS):
-            self._enqueue(SECRETS, secret)
-        for account in self.store.list_objects(SERVICE_ACCOUNTS):
-            self._enqueue(SERVICE_ACCOUNTS, account)
-        self._task = asyncio.create_task(reconcile(self.queue, self._sync, 1), name="serviceaccount-tokens")
+        self.runner.start()
 
     async def stop(self) -> None:
-        self.queue.shut_down()
-        await cancel_and_wait([self._task])
+        await self.runner.stop()
 
     def _on_event(self, event: Event) -> None:
-        self._enqueue(event.resource, event.obj)
+        for key in _keys(event.resource, event.obj):
+            self.runner.add(key)
 
-    def _enqueue(self, resource: str, obj: Obj) -> None:
-        if resource == SECRETS:
-            key = serviceaccounts.secret_key(obj)
-            if key is not None:
-                self.queue.add(key)
-        elif resource == SERVICE_ACCOUNTS:
-            self.queue.add(serviceaccounts.account_key(obj))
+    def _cached(self) -> Iterator[WorkItem]:
+        for resource in (SECRETS, SERVICE_ACCOUNTS):
+            for obj in self.store.list_objects(resource):
+                yield from _keys(resource, obj)
 
     async def _sync(self, item: WorkItem) -> None:
         if isinstance(item, AccountKey):

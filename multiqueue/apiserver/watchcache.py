@@ -17,6 +17,7 @@ from typing import Final
 
 from multiqueue.api.meta import metadata
 from multiqueue.api.types import Obj
+from multiqueue.loop.source import Unsubscribe
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +137,15 @@ class WatchCache:
         finally:
             self._waiting.remove(entry)
 
-    def add_listener(self, listener: Callable[[Event], None]) -> None:
-        """Called with every committed event of every resource."""
+    def add_listener(self, listener: Callable[[Event], None]) -> Unsubscribe:
+        """Called with every committed event of every resource, until what this returns is called."""
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def watch(self, resource: str, namespace: str | None, since: int) -> tuple[Watcher, list[Event]]:
         """A watcher for events after ``since`` and the already-committed events it must send first.

@@ -10,7 +10,6 @@ All time comes from the injected clock; a test that moves a fake clock calls :me
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -25,8 +24,9 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
 
@@ -64,46 +64,46 @@ class CronJobController:
     ) -> None:
         self.client = client
         self.recorder = recorder
-        self.workers = workers
         self.clock = clock or (lambda: datetime.now(UTC))
         self.cronjobs: Informer = factory.informer(CRONJOBS)
         self.jobs: Informer = factory.informer(JOBS)
         self.jobs.add_index(CRONJOB_UID_INDEX, _owning_cronjob_uid)
-        self.queue: WorkQueue[str] = WorkQueue(COMPONENT)
-        self.cronjobs.add_handlers(
-            Handlers(
-                on_add=lambda c: self.queue.add(key_of(c)), on_update=lambda _o, c: self.queue.add(key_of(c))
+        changed = Handlers(
+            on_add=lambda c: self.runner.add(key_of(c)), on_update=lambda _o, c: self.runner.add(key_of(c))
+        )
+        owned = Handlers(
+            on_add=self._enqueue_owner,
+            on_update=lambda _o, j: self._enqueue_owner(j),
+            on_delete=self._enqueue_owner,
+        )
+        self.runner: Runner[str] = Runner(
+            Controller(
+                COMPONENT,
+                self.sync,
+                workers,
+                feeds=[Feed(self.cronjobs, changed), Feed(self.jobs, owned)],
+                cached=lambda: [key_of(cronjob) for cronjob in self.cronjobs.objects()],
             )
         )
-        self.jobs.add_handlers(
-            Handlers(
-                on_add=self._enqueue_owner,
-                on_update=lambda _o, j: self._enqueue_owner(j),
-                on_delete=self._enqueue_owner,
-            )
-        )
+        self.runner.open()
 
     async def run(self) -> None:
-        await asyncio.gather(self.cronjobs.wait_for_sync(), self.jobs.wait_for_sync())
-        if self.queue.shutting_down:
-            # Running again (a new term as leader): a fresh queue, filled from the cache.
-            self.queue = WorkQueue(COMPONENT)
-            self.resync()
-        try:
-            await reconcile(self.queue, self.sync, self.workers)
-        finally:
-            self.queue.shut_down()
+        """Sync CronJobs until cancelled: one term (as leader); each starts from every cached CronJob."""
+        await self.runner.run()
+
+    async def close(self) -> None:
+        """For good: the handlers unsubscribed, the queue shut down."""
+        await self.runner.stop()
 
     def resync(self) -> None:
-        """Look at every cached CronJob again: after a new term as leader, or after a test moved the clock (the
-        requeue delay computed from a fake clock means nothing to the queue's real timers)."""
-        for cronjob in self.cronjobs.objects():
-            self.queue.add(key_of(cronjob))
+        """Look at every cached CronJob again, after a test moved the clock (the requeue delay computed from a fake
+        clock means nothing to the queue's real timers)."""
+        self.runner.resync()
 
     def _enqueue_owner(self, job: Obj) -> None:
         ref = controller_ref(job)
         if ref is not None and ref.get("kind") == "CronJob":
-            self.queue.add(f"{namespace_of(job)}/{ref.get('name')}")
+            self.runner.add(f"{namespace_of(job)}/{ref.get('name')}")
 
     async def sync(self, key: str) -> float | None:
         """One CronJob: decide, act, and return the seconds until its next schedule time (None: none)."""

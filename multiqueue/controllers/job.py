@@ -38,8 +38,9 @@ from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
 
@@ -122,13 +123,10 @@ class JobController:
     ) -> None:
         self.client = client
         self.recorder = recorder
-        self.workers = workers
         self.clock = clock or (lambda: datetime.now(UTC))
         self.jobs: Informer = factory.informer(JOBS)
         self.pods: Informer = factory.informer(PODS)
         self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
-        self.queue: WorkQueue[str] = WorkQueue(COMPONENT)
-        self.orphans: WorkQueue[str] = WorkQueue(f"{COMPONENT}-orphan-pods")
         self.metrics = JobControllerMetrics(
             sync_duration=(meter or metrics.get_meter(__name__)).create_histogram(
                 "job_controller_job_sync_duration_seconds",
@@ -137,41 +135,69 @@ class JobController:
             )
         )
         self._expectations: dict[str, _Expectation] = {}
-        self.jobs.add_handlers(
-            Handlers(
-                on_add=self._job_added,
-                on_update=lambda _o, n: self._enqueue_job(n),
-                on_delete=self._job_deleted,
+        self.runner: Runner[str] = Runner(
+            Controller(
+                COMPONENT,
+                self.sync,
+                workers,
+                feeds=[
+                    Feed(
+                        self.jobs,
+                        Handlers(
+                            on_add=self._job_added,
+                            on_update=lambda _o, n: self._enqueue_job(n),
+                            on_delete=lambda j: self.runner.add(key_of(j)),
+                        ),
+                    ),
+                    Feed(
+                        self.pods,
+                        Handlers(
+                            on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted
+                        ),
+                    ),
+                ],
+                cached=self._cached_jobs,
             )
         )
-        self.pods.add_handlers(
-            Handlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+        self.orphans: Runner[str] = Runner(
+            Controller(
+                f"{COMPONENT}-orphan-pods",
+                self.sync_orphan_pod,
+                ORPHAN_WORKERS,
+                feeds=[
+                    Feed(self.jobs, Handlers(on_delete=self._job_deleted)),
+                    Feed(
+                        self.pods,
+                        Handlers(on_add=self._route_orphan, on_update=lambda _o, p: self._route_orphan(p)),
+                    ),
+                ],
+                cached=self._cached_orphans,
+            )
         )
+        self.runner.open()
+        self.orphans.open()
 
     async def run(self) -> None:
-        """Process Jobs and orphan pods until cancelled (the informers are started by their factory)."""
-        await asyncio.gather(self.jobs.wait_for_sync(), self.pods.wait_for_sync())
-        if self.queue.shutting_down:
-            # Running again (a new term as leader): fresh queues, filled from the cache.
-            self.queue = WorkQueue(COMPONENT)
-            self.orphans = WorkQueue(f"{COMPONENT}-orphan-pods")
-            self.resync()
-        try:
-            await asyncio.gather(
-                reconcile(self.queue, self.sync, self.workers),
-                reconcile(self.orphans, self.sync_orphan_pod, ORPHAN_WORKERS),
-            )
-        finally:
-            self.queue.shut_down()
-            self.orphans.shut_down()
+        """Process Jobs and orphan pods until cancelled (the informers are started by their factory): one term
+        as leader, each starting from every cached Job and pod."""
+        await asyncio.gather(self.runner.run(), self.orphans.run())
 
-    def resync(self) -> None:
-        """Look at every cached Job and pod again: after a new term as leader, or after a test moved the clock
-        (requeue delays computed from a fake clock mean nothing to the queue's real timers)."""
-        for job in self.jobs.objects():
-            self._enqueue_job(job)
+    async def close(self) -> None:
+        """For good: the handlers unsubscribed, the queues shut down."""
+        await self.runner.stop()
+        await self.orphans.stop()
+
+    def _cached_jobs(self) -> list[str]:
+        """The Jobs every cached Job and pod stand for."""
+        keys = [key_of(job) for job in self.jobs.objects() if jobs.is_managed_by_builtin_controller(job)]
         for pod in self.pods.objects():
-            self._route_pod(pod)
+            job = self._live_job(pod)
+            if job is not None and jobs.is_managed_by_builtin_controller(job):
+                keys.append(key_of(job))
+        return keys
+
+    def _cached_orphans(self) -> list[str]:
+        return [key_of(pod) for pod in self.pods.objects() if self._is_orphan(pod)]
 
     # --- event handlers: only enqueue --------------------------------------------------------------------------
 
@@ -183,20 +209,19 @@ class JobController:
             )
             self.metrics.by_external_controller[owner] += 1
             return
-        self.queue.add(key_of(job))
+        self.runner.add(key_of(job))
 
     def _enqueue_job(self, job: Obj) -> None:
         if jobs.is_managed_by_builtin_controller(job):
-            self.queue.add(key_of(job))
+            self.runner.add(key_of(job))
 
     def _owner_key(self, pod: Obj) -> str | None:
         name = owning_job_name(pod)
         return None if name is None else f"{namespace_of(pod)}/{name}"
 
     def _job_deleted(self, job: Obj) -> None:
-        """Its sync forgets its expectations; its pods that still carry the tracking finalizer are orphans now
-        (upstream: cleanupPodFinalizers)."""
-        self.queue.add(key_of(job))
+        """Its pods that still carry the tracking finalizer are orphans now (upstream: cleanupPodFinalizers); its
+        own sync forgets its expectations."""
         for pod in self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid"))):
             if has_tracking_finalizer(pod):
                 self.orphans.add(key_of(pod))
@@ -206,34 +231,44 @@ class JobController:
         key = self._owner_key(pod)
         return None if key is None else self.jobs.get(key)
 
-    def _route_pod(self, pod: Obj) -> None:
-        """A changed pod concerns its Job's sync (which also releases the pods of a finished Job), or, when no
-        live Job controls it, the orphan queue."""
+    def _live_job(self, pod: Obj) -> Obj | None:
+        """The live Job that controls the pod, if any."""
+        return job_of(pod, self._named_job(pod))
+
+    def _is_orphan(self, pod: Obj) -> bool:
+        """No live Job controls the pod, and it still holds the finalizer one would release."""
         named = self._named_job(pod)
-        job = job_of(pod, named)
+        return job_of(pod, named) is None and releases_orphan(pod, named)
+
+    def _route_job(self, pod: Obj) -> None:
+        """A changed pod concerns its Job's sync (which also releases the pods of a finished Job)."""
+        job = self._live_job(pod)
         if job is not None:
             self._enqueue_job(job)
-        elif releases_orphan(pod, named):
+
+    def _route_orphan(self, pod: Obj) -> None:
+        """A changed pod that no live Job controls goes to the orphan queue when it holds the finalizer."""
+        if self._is_orphan(pod):
             self.orphans.add(key_of(pod))
 
     def _pod_added(self, pod: Obj) -> None:
         key = self._owner_key(pod)
         if key is not None and key in self._expectations:
             self._expectations[key].adds -= 1
-        self._route_pod(pod)
+        self._route_job(pod)
 
     def _pod_updated(self, old: Obj, pod: Obj) -> None:
         previous = self._owner_key(old)
         if previous is not None and previous != self._owner_key(pod):
-            self.queue.add(previous)  # its controller reference changed: the old Job lost a pod
-        self._route_pod(pod)
+            self.runner.add(previous)  # its controller reference changed: the old Job lost a pod
+        self._route_job(pod)
 
     def _pod_deleted(self, pod: Obj) -> None:
         key = self._owner_key(pod)
         if key is not None:
             if key in self._expectations:
                 self._expectations[key].deletes -= 1
-            self.queue.add(key)
+            self.runner.add(key)
 
     # --- one sync ----------------------------------------------------------------------------------------------
 

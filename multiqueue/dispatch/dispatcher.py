@@ -33,9 +33,9 @@ from multiqueue.dispatch.workers import WorkerPool
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +91,34 @@ class Dispatcher:
         self.executor = Executor(
             management, self.pool, self.ledger, recorder, self.metrics, settings.identity
         )
-        self.queue: WorkQueue[Key] = WorkQueue("dispatcher")
         # Set whenever a Job stops holding a worker, or a mirror goes: drains wait on it.
         self.released = asyncio.Event()
-        for kind, informer in self.users.items():
-            informer.add_handlers(self._user_handlers(kind))
+        self.runner: Runner[Key] = Runner(
+            Controller(
+                "dispatcher",
+                self.sync,
+                settings.workers_count,
+                feeds=[Feed(informer, self._user_handlers(kind)) for kind, informer in self.users.items()],
+                cached=self._cached,
+                prepare=self._wait_for_workers,
+                beside=lambda: sweep_every(
+                    self.settings.gc_interval, self.pool, self.users, self.adapters, self.executor
+                ),
+            )
+        )
+        self.runner.open()
 
     async def run(self) -> None:
-        await asyncio.gather(*(u.wait_for_sync() for u in self.users.values()))
-        # One unreachable worker must not hold up the others: wait a while for each cache, then go on; a worker
-        # whose cache has not synced counts as inactive until it does.
+        """Dispatch until cancelled: one term as leader, starting from every cached Job of ours."""
+        await self.runner.run()
+
+    async def close(self) -> None:
+        """For good: the handlers unsubscribed, the queue shut down."""
+        await self.runner.stop()
+
+    async def _wait_for_workers(self) -> None:
+        """One unreachable worker must not hold up the others: wait a while for each cache, then go on; a worker
+        whose cache has not synced counts as inactive until it does."""
         pending = [
             asyncio.ensure_future(i.wait_for_sync())
             for w in self.pool.workers.values()
@@ -111,22 +129,15 @@ class Dispatcher:
             future.cancel()
         if late:
             log.warning("starting before the caches of some workers have synced")
-        sweeper = asyncio.create_task(
-            sweep_every(self.settings.gc_interval, self.pool, self.users, self.adapters, self.executor),
-            name="dispatcher-gc",
-        )
-        try:
-            await reconcile(self.queue, self.sync, self.settings.workers_count)
-        finally:
-            await cancel_and_wait([sweeper])
-            self.queue.shut_down()
 
-    def reset_queue(self) -> None:
-        """A fresh queue for the next term as leader, filled from the caches."""
-        self.queue = WorkQueue("dispatcher")
-        for kind, informer in self.users.items():
-            for user in informer.objects():
-                self._user_changed(kind, user)
+    def _cached(self) -> list[Key]:
+        """The cached Jobs a term starts from: those of ours, or that hold a worker of ours."""
+        return [
+            (kind, key_of(user))
+            for kind, informer in self.users.items()
+            for user in informer.objects()
+            if self._relevant(kind, user)
+        ]
 
     async def collect_garbage(self) -> int:
         return await collect_garbage(self.pool, self.users, self.adapters, self.executor)
@@ -167,7 +178,7 @@ class Dispatcher:
             self.ledger.hold(key, worker, demand(adapter.pod_sets(user)))
         else:
             self._released(self.ledger.release(key))
-        self.queue.add(key)
+        self.runner.add(key)
 
     def _user_deleted(self, kind: str, user: Obj) -> None:
         key = (kind, key_of(user))
@@ -176,7 +187,7 @@ class Dispatcher:
         self.metrics.forget(key)
         self.executor.rejections.pop(key, None)
         if self._relevant(kind, user):
-            self.queue.add(key)  # its mirrors go
+            self.runner.add(key)  # its mirrors go
 
     def _released(self, worker: str | None) -> None:
         if worker is not None:
@@ -186,18 +197,18 @@ class Dispatcher:
     def _nudge(self, worker: str) -> None:
         """Capacity on ``worker`` changed hands: the best-ranked Jobs waiting for it look again."""
         for key in itertools.islice(self.ledger.waiting(worker), NUDGE):
-            self.queue.add(key)
+            self.runner.add(key)
 
     def mirror_changed(self, kind: str, mirror: Obj, deleted: bool) -> None:
         key = (kind, key_of(mirror))
         if deleted:
             self.released.set()
-            self.queue.add(key)
+            self.runner.add(key)
         elif self.adapters[kind].is_finished(mirror):
             self.metrics.mirror_finished(key)
-            self.queue.add(key, first=True)  # its user is waiting to see the end: ahead of new Jobs to place
+            self.runner.add(key, first=True)  # its user is waiting to see the end: ahead of new Jobs to place
         else:
-            self.queue.add_after(key, STATUS_COALESCE)
+            self.runner.add_after(key, STATUS_COALESCE)
 
     def worker_changed(self, name: str) -> None:
         """A worker came back, was lost, added or removed: its Jobs, its mirrors and every waiting Job look again."""
@@ -207,9 +218,9 @@ class Dispatcher:
             for kind, informer in worker.mirrors.items():
                 keys.update((kind, key) for key in informer.keys())  # noqa: SIM118 (an informer, not a dict)
         for key in sorted(keys):
-            self.queue.add(key)
+            self.runner.add(key)
         for key in self.ledger.waiting():
-            self.queue.add(key)
+            self.runner.add(key)
 
     # --- sync ----------------------------------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from multiqueue.dispatch.mirror import ORIGIN_LABEL
 from multiqueue.dispatch.workers import WorkerPool
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,11 @@ class LossClock:
         self.client = client
         self.namespace = namespace
         self.pool = pool
-        self.queue: WorkQueue[str] = WorkQueue("loss-clock")
-        pool.on_health.append(lambda name: self.queue.add(name))
+        # Fed by the pool's health changes; each term starts from every worker.
+        self.runner: Runner[str] = Runner(
+            Controller("loss-clock", self.sync, cached=lambda: list(pool.workers), prepare=self.load)
+        )
+        pool.on_health.append(self.runner.add)
 
     async def load(self) -> None:
         """Take over what is recorded: a worker that is unreachable now has been so since the earlier time."""
@@ -100,14 +103,7 @@ class LossClock:
 
     async def run(self) -> None:
         """While leading: load what is recorded, then write every worker's state as it changes."""
-        await self.load()
-        self.queue = WorkQueue("loss-clock")
-        for name in self.pool.workers:
-            self.queue.add(name)
-        try:
-            await reconcile(self.queue, self.sync, 1)
-        finally:
-            self.queue.shut_down()
+        await self.runner.run()
 
     async def sync(self, name: str) -> float | None:
         worker = self.pool.workers.get(name)

@@ -159,8 +159,6 @@ class Manager:
     async def _follow(self) -> None:
         """Lost the Lease: stop writing at once; the caches stay warm for a later term."""
         await self.leader_work.stop()
-        if self.dispatcher is not None:
-            self.dispatcher.reset_queue()
 
     async def _dispatch(self) -> None:
         assert self.dispatcher is not None
@@ -179,6 +177,7 @@ class Manager:
         if self.secrets is not None:
             await self.secrets.close()
         if self.dispatcher is not None:
+            await self.dispatcher.close()
             await self.dispatcher.pool.close()
             await self.dispatcher.executor.recorder.stop()
         if self.connections is not None:

@@ -3,7 +3,6 @@ one reconnects it, a deleted one drains it. Reading one Secret is ``workersecret
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -15,11 +14,15 @@ from multiqueue.dispatch.workersecrets import SecretWorker, WorkerSecretError, w
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, InformerFactory
-from multiqueue.loop.reconcile import reconcile
-from multiqueue.loop.tasks import cancel_and_wait
-from multiqueue.loop.workqueue import WorkQueue
+from multiqueue.loop.controller import Controller
+from multiqueue.loop.runner import Runner
+from multiqueue.loop.source import Feed
 
 log = logging.getLogger(__name__)
+
+
+def _name(secret: Obj) -> str:
+    return str(metadata(secret).get("name"))
 
 
 class SecretWorkers:
@@ -41,18 +44,24 @@ class SecretWorkers:
         # Why a Secret did not make a worker, by Secret name (shown by status and metrics).
         self.refused: dict[str, WorkerSecretError] = {}
         self.secrets = factory.informer(SECRETS, namespace, label_selector=CLUSTER_LABEL)
-        self.queue: WorkQueue[str] = WorkQueue("worker-secrets")
-        self.secrets.add_handlers(
-            Handlers(on_add=self._changed, on_update=lambda _o, s: self._changed(s), on_delete=self._changed)
+        handlers = Handlers(
+            on_add=self._changed, on_update=lambda _o, s: self._changed(s), on_delete=self._changed
         )
-        self._task = asyncio.create_task(reconcile(self.queue, self.sync, 1), name="worker-secrets")
+        self.runner: Runner[str] = Runner(
+            Controller(
+                "worker-secrets",
+                self.sync,
+                feeds=[Feed(self.secrets, handlers)],
+                cached=lambda: [_name(secret) for secret in self.secrets.objects()],
+            )
+        )
+        self.runner.start()
 
     async def close(self) -> None:
-        self.queue.shut_down()
-        await cancel_and_wait([self._task])
+        await self.runner.stop()
 
     def _changed(self, secret: Obj) -> None:
-        self.queue.add(str(metadata(secret).get("name")))
+        self.runner.add(_name(secret))
 
     async def sync(self, name: str) -> None:
         secret = self.secrets.get(f"{self.namespace}/{name}")

@@ -21,6 +21,7 @@ from multiqueue.api.types import Obj, Resource
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Gone, KubeError
 from multiqueue.kube.indexer import NAMESPACE_INDEX, Indexer, IndexFunc
+from multiqueue.loop.source import Unsubscribe
 from multiqueue.loop.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -130,12 +131,19 @@ class Informer:
         """Add a custom index; existing objects are indexed at once."""
         self._cache.add_index(name, func)
 
-    def add_handlers(self, handlers: Handlers) -> None:
-        """Register change handlers; objects already cached are replayed as adds."""
+    def add_handlers(self, handlers: Handlers) -> Unsubscribe:
+        """Register change handlers; objects already cached are replayed as adds. Calling what this returns
+        removes them."""
         self._handlers.append(handlers)
         if handlers.on_add is not None:
             for obj in self._cache.objects():
                 handlers.on_add(obj)
+
+        def unsubscribe() -> None:
+            if handlers in self._handlers:
+                self._handlers.remove(handlers)
+
+        return unsubscribe
 
     @property
     def has_synced(self) -> bool:

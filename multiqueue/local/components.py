@@ -102,6 +102,9 @@ class ClusterComponents:
         if stop_pods and self.kubelet is not None:
             await self.kubelet.stop_all_pods()
         await cancel_and_wait(self._tasks)
+        for component in (self.job_controller, self.cronjob_controller, self.kubelet):
+            if component is not None:
+                await component.close()
         for recorder in self._recorders:
             await recorder.stop()
         if self.factory is not None:

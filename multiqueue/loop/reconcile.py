@@ -1,4 +1,5 @@
-"""The one reconcile loop every controller runs: queue → sync (decide, then act) → requeue.
+"""The one reconcile loop every controller runs (the workers of :class:`multiqueue.loop.runner.Runner`): queue →
+sync (decide, then act) → requeue.
 
 A sync returns when its key should be looked at again: a number of seconds (the next schedule time, a deadline, a
 back-off the decide step computed) or None when nothing is due until something changes. A sync that raises gets

@@ -41,7 +41,7 @@ async def until_stored(server: ApiServer, holds: Callable[[], bool], within: flo
     def saw(_: Event) -> None:
         changed.set()
 
-    server.store.add_listener(saw)
+    server.store.add_handlers(saw)
     async with asyncio.timeout(within):
         while not holds():
             changed.clear()

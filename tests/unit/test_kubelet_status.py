@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from multiqueue.local.kubelet import Ended, PodView, pod_status
 from multiqueue.local.node import (
     NodeFacts,
     lease_body,
@@ -19,6 +18,7 @@ from multiqueue.local.node import (
     read_node_facts,
     status_differs,
 )
+from multiqueue.local.podstatus import Ended, PodView, pod_status
 
 Obj = dict[str, Any]
 T0, T1, T2 = "2030-01-01T00:00:00Z", "2030-01-01T00:00:05Z", "2030-01-01T00:00:09Z"
