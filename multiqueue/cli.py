@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import yaml
 
@@ -36,6 +36,13 @@ from multiqueue.local.demo import run_demo
 from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
 from multiqueue.loop.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from multiqueue import telemetry
+    from multiqueue.controllers.embedded import EmbeddedControllers
+    from multiqueue.dispatch.manager import Manager
 
 USAGE_ERROR = 2
 RUNTIME_FAILURE = 1
@@ -162,43 +169,28 @@ async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None
     if not started:
         print("interrupted while starting; everything started is stopped again")
         return 130
-    runner = None
-    board: dashboard.Dashboard | None = None
+    endpoints = None
     try:
         kubeconfig = clusters.kubeconfig_path
         print(f"local clusters are up: {', '.join(f'{n} ({url})' for n, url in clusters.urls().items())}")
         print(f"  export KUBECONFIG={kubeconfig}")
         if clusters.manager is not None and config.manager is not None:
             print(f"  multiqueue status --config {clusters.state_dir / 'manager.yaml'}")
-            metrics.observe_manager(clusters.manager)
-            controller = clusters.components[config.manager.management].job_controller
-            if controller is not None:
-                metrics.observe_job_controller(controller)
-            runner, url = await _listening(
-                "metrics",
-                "manager.metricsAddress",
-                config.manager.metrics_address,
-                telemetry.serve(clusters.manager, metrics, config.manager.metrics_address),
+            controllers = clusters.components[config.manager.management].controllers
+            endpoints = await _OperatorEndpoints.serve(
+                clusters.manager, controllers, metrics, config.manager.metrics_address, "manager."
             )
-            print(f"  curl {url}/metrics")
-            board = await _listening(
-                "the dashboard",
-                "manager.dashboard.address",
-                config.manager.dashboard.address,
-                dashboard.serve(clusters.manager),
-            )
-            if board is not None:
-                print(f"  dashboard: {board.url}")
+            print(f"  curl {endpoints.metrics_url}/metrics")
+            if endpoints.board is not None:
+                print(f"  dashboard: {endpoints.board.url}")
         others = [n for n in clusters.urls() if n != "management"]
         if others:
             print(f"  kubectl --context {others[0]} get jobs")
         print("press Ctrl-C to stop", flush=True)
         await stop.wait()
     finally:
-        if board is not None:
-            await board.stop()
-        if runner is not None:
-            await runner.cleanup()
+        if endpoints is not None:
+            await endpoints.stop()
         await clusters.stop()
     print(
         "local clusters stopped; pods still running go on, and the next `multiqueue local up` with this "
@@ -284,10 +276,7 @@ def _manager(args: argparse.Namespace) -> int:
 
 async def _run_manager(config: ManagerConfig) -> int:
     from multiqueue import telemetry
-    from multiqueue.controllers.cronjob import CronJobController
-    from multiqueue.controllers.job import JobController
-    from multiqueue.dispatch.manager import Manager
-    from multiqueue.kube.events import EventRecorder
+    from multiqueue.assembly import ManagerProcess
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -295,66 +284,84 @@ async def _run_manager(config: ManagerConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     tracing = telemetry.setup_tracing()
     metrics = telemetry.Metrics()
-    manager = Manager(config, meter=metrics.meter)
+    process = ManagerProcess(config, meter=metrics.meter)
     try:
-        await manager.start()
+        await process.manager.start()
     except KubeconfigError as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot start the manager: {exc}") from exc
-    assert manager.management is not None and manager.management_factory is not None
-    metrics.observe_manager(manager)
-    recorders = []
-    # The embedded controllers write, so like the dispatcher they run only on the replica holding the Lease.
-    if "job" in config.embedded_controllers:
-        recorder = EventRecorder(manager.management, "job-controller")
-        job_controller = JobController(
-            manager.management, manager.management_factory, recorder, meter=metrics.meter
-        )
-        metrics.observe_job_controller(job_controller)
-        recorders.append(recorder)
-        manager.leader_work.add("job-controller", job_controller.run)
-    if "cronjob" in config.embedded_controllers:
-        recorder = EventRecorder(manager.management, "cronjob-controller")
-        cronjobs = CronJobController(manager.management, manager.management_factory, recorder)
-        recorders.append(recorder)
-        manager.leader_work.add("cronjob-controller", cronjobs.run)
-    for recorder in recorders:
-        recorder.start()
-    manager.management_factory.start()
-    runner = board = None
+    endpoints = None
     try:
-        runner, url = await _listening(
-            "metrics",
-            "metricsAddress",
-            config.metrics_address,
-            telemetry.serve(manager, metrics, config.metrics_address),
+        endpoints = await _OperatorEndpoints.serve(
+            process.manager, process.controllers, metrics, config.metrics_address, ""
         )
         targets = [w.name for w in config.workers]
         if config.worker_secrets.enabled:
             targets.append(f"the workers of Secrets labelled {CLUSTER_LABEL} in {config.namespace}")
         print(
             f"manager {config.name}: dispatching {config.managed_by} Jobs to {', '.join(targets)}; "
-            f"metrics on {url}/metrics",
+            f"metrics on {endpoints.metrics_url}/metrics",
             flush=True,
         )
-        board = await _listening(
-            "the dashboard", "dashboard.address", config.dashboard.address, dashboard.serve(manager)
-        )
-        if board is not None:
-            print(f"dashboard on {board.url}", flush=True)
+        if endpoints.board is not None:
+            print(f"dashboard on {endpoints.board.url}", flush=True)
         await stop.wait()
     finally:
-        if board is not None:
-            await board.stop()
-        if runner is not None:
-            await runner.cleanup()
-        for recorder in recorders:
-            await recorder.stop()
-        await manager.stop()
+        if endpoints is not None:
+            await endpoints.stop()
+        await process.manager.stop()
         if tracing is not None:
             tracing.shutdown()
     return 0
+
+
+@dataclasses.dataclass
+class _OperatorEndpoints:
+    """What a running manager serves its operators, the same for ``manager`` and ``local up``: /metrics with
+    /healthz and /readyz, and the dashboard when the config enables it."""
+
+    runner: web.AppRunner
+    metrics_url: str
+    board: dashboard.Dashboard | None
+
+    @classmethod
+    async def serve(
+        cls,
+        manager: Manager,
+        controllers: EmbeddedControllers,
+        metrics: telemetry.Metrics,
+        metrics_address: str,
+        settings: str,
+    ) -> _OperatorEndpoints:
+        """``settings``: where the config's settings sit, named in a line about an address in use."""
+        from multiqueue import telemetry
+
+        metrics.observe_manager(manager)
+        if controllers.job is not None:
+            metrics.observe_job_controller(controllers.job)
+        runner, url = await _listening(
+            "metrics",
+            f"{settings}metricsAddress",
+            metrics_address,
+            telemetry.serve(manager, metrics, metrics_address),
+        )
+        try:
+            board = await _listening(
+                "the dashboard",
+                f"{settings}dashboard.address",
+                manager.config.dashboard.address,
+                dashboard.serve(manager),
+            )
+        except BaseException:
+            await runner.cleanup()
+            raise
+        return cls(runner, url, board)
+
+    async def stop(self) -> None:
+        if self.board is not None:
+            await self.board.stop()
+        await self.runner.cleanup()
 
 
 T = TypeVar("T")

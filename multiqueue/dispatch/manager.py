@@ -11,7 +11,8 @@ import asyncio
 import logging
 import socket
 import uuid
-from typing import Final
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final, Protocol
 
 from opentelemetry.metrics import Meter
 
@@ -40,10 +41,26 @@ log = logging.getLogger(__name__)
 USER_AGENT: Final = f"multiqueue-manager/{__version__}"
 
 
+class Embedded(Protocol):
+    """Parts that run on the management cluster beside the dispatcher, as leader work (the embedded controllers)."""
+
+    def work(self) -> Mapping[str, Callable[[], Coroutine[Any, Any, None]]]: ...
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+# Builds the embedded parts from the management cluster's client and informer factory, before the factory starts.
+Embed = Callable[[KubeClient, InformerFactory], Embedded]
+
+
 class Manager:
-    def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
+    def __init__(self, config: ManagerConfig, meter: Meter | None = None, embed: Embed | None = None) -> None:
         self.config = config
         self.meter = meter
+        self._embed = embed
+        self.embedded: Embedded | None = None
         self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.management: KubeClient | None = None
         self.management_factory: InformerFactory | None = None
@@ -132,11 +149,16 @@ class Manager:
             refused=lambda: {name: refusal.reason for name, refusal in self.refused_secrets.items()},
             clients=self.clients,
         )
+        self.leader_work.add("dispatcher", dispatcher.run)
+        self.leader_work.add("loss-clock", loss_clock.run)
+        if self._embed is not None:
+            self.embedded = self._embed(management, factory)
+            for name, work in self.embedded.work().items():
+                self.leader_work.add(name, work)
+            self.embedded.start()
         factory.start()
         dispatcher.pool.start_following()
         recorder.start()
-        self.leader_work.add("dispatcher", self._dispatch)
-        self.leader_work.add("loss-clock", loss_clock.run)
         election = config.leader_election
         if not election.enabled:
             self._lead()
@@ -160,20 +182,12 @@ class Manager:
         """Lost the Lease: stop writing at once; the caches stay warm for a later term."""
         await self.leader_work.stop()
 
-    async def _dispatch(self) -> None:
-        assert self.dispatcher is not None
-        try:
-            await self.dispatcher.run()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("the dispatcher stopped")
-            raise
-
     async def stop(self) -> None:
         """Stop cleanly: hand the Lease back (so a successor starts at once), then close everything."""
         await cancel_and_wait([self._election])
         await self._follow()
+        if self.embedded is not None:
+            await self.embedded.close()
         if self.secrets is not None:
             await self.secrets.close()
         if self.dispatcher is not None:

@@ -20,7 +20,7 @@ from typing import Any
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.leaselock import LeaseLock
-from multiqueue.loop.tasks import cancel_and_wait
+from multiqueue.loop.tasks import cancel_and_wait, start_guarded
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ async def _call(callback: Callback | None) -> None:
 
 class LeaderWork:
     """Named work that runs while this replica leads (at once without leader election) and is cancelled when
-    it stops leading; each term starts it afresh."""
+    it stops leading; each term starts it afresh. Each part is guarded: one that fails is logged by its name."""
 
     def __init__(self) -> None:
         self._work: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
@@ -148,11 +148,11 @@ class LeaderWork:
     def add(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._work[name] = work
         if self.leading:
-            self._tasks.append(asyncio.create_task(work(), name=name))
+            self._tasks.append(start_guarded(name, work()))
 
     def start(self) -> None:
         self.leading = True
-        self._tasks = [asyncio.create_task(work(), name=name) for name, work in self._work.items()]
+        self._tasks = [start_guarded(name, work()) for name, work in self._work.items()]
 
     async def stop(self) -> None:
         self.leading = False

@@ -8,25 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.metrics import Meter
 
-from multiqueue.controllers.cronjob import COMPONENT as CRONJOB_CONTROLLER
-from multiqueue.controllers.cronjob import CronJobController
-from multiqueue.controllers.job import COMPONENT as JOB_CONTROLLER
-from multiqueue.controllers.job import JobController
+from multiqueue.controllers.embedded import EmbeddedControllers
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import load_credentials
-from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from multiqueue.local.config import LocalCluster
 from multiqueue.local.kubelet import LocalKubelet
-from multiqueue.loop.tasks import cancel_and_wait
-
-log = logging.getLogger(__name__)
+from multiqueue.loop.tasks import cancel_and_wait, start_guarded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +50,8 @@ class ClusterComponents:
         self.client: KubeClient | None = None
         self.kubelet_client: KubeClient | None = None
         self.factory: InformerFactory | None = None
-        self.job_controller: JobController | None = None
-        self.cronjob_controller: CronJobController | None = None
+        self.controllers = EmbeddedControllers()
         self.kubelet: LocalKubelet | None = None
-        self._recorders: list[EventRecorder] = []
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -70,14 +61,9 @@ class ClusterComponents:
         # The kubelet has its own connection, as a node's kubelet has its own credentials.
         self.kubelet_client = KubeClient(credentials, f"{cluster.name}-kubelet")
         self.factory = InformerFactory(self.client)
-        if "job" in cluster.controllers:
-            recorder = EventRecorder(self.client, JOB_CONTROLLER)
-            self._recorders.append(recorder)
-            self.job_controller = JobController(self.client, self.factory, recorder, meter=setup.meter)
-        if "cronjob" in cluster.controllers:
-            recorder = EventRecorder(self.client, CRONJOB_CONTROLLER)
-            self._recorders.append(recorder)
-            self.cronjob_controller = CronJobController(self.client, self.factory, recorder)
+        self.controllers = EmbeddedControllers.build(
+            self.client, self.factory, cluster.controllers, setup.meter
+        )
         self.kubelet = LocalKubelet(
             self.kubelet_client,
             self.factory,
@@ -88,13 +74,9 @@ class ClusterComponents:
             bind_pods=setup.bind_pods,
         )
         self.factory.start()
-        for recorder in self._recorders:
-            recorder.start()
-        runners = [self.kubelet.run()]
-        for controller in (self.job_controller, self.cronjob_controller):
-            if controller is not None:
-                runners.append(controller.run())
-        self._tasks = [asyncio.create_task(_logged(r, cluster.name)) for r in runners]
+        self.controllers.start()
+        parts = {"kubelet": self.kubelet.run, **self.controllers.work()}
+        self._tasks = [start_guarded(f"{cluster.name}/{name}", work()) for name, work in parts.items()]
 
     async def stop(self, stop_pods: bool = False) -> None:
         """Stop the controllers and the kubelet. Pod processes go on running (a restarted kubelet adopts them, as
@@ -102,22 +84,11 @@ class ClusterComponents:
         if stop_pods and self.kubelet is not None:
             await self.kubelet.stop_all_pods()
         await cancel_and_wait(self._tasks)
-        for component in (self.job_controller, self.cronjob_controller, self.kubelet):
-            if component is not None:
-                await component.close()
-        for recorder in self._recorders:
-            await recorder.stop()
+        await self.controllers.close()
+        if self.kubelet is not None:
+            await self.kubelet.close()
         if self.factory is not None:
             await self.factory.stop()
         for client in (self.client, self.kubelet_client):
             if client is not None:
                 await client.close()
-
-
-async def _logged(work: Any, cluster: str) -> None:
-    try:
-        await work
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("a component of local cluster %s stopped", cluster)

@@ -27,6 +27,7 @@ import yaml
 from opentelemetry.metrics import Meter
 
 from multiqueue.apiserver.server import ApiServer, ServerConfig
+from multiqueue.assembly import ManagerProcess
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.manager import Manager
 from multiqueue.local.certs import serving_cert
@@ -124,7 +125,7 @@ class LocalClusters:
                 self.manager_config().model_dump(mode="json", by_alias=True), sort_keys=False
             )
             await asyncio.to_thread(write_private, self.state_dir / "manager.yaml", manager_yaml)
-            self.manager = Manager(self.manager_config(), meter=self.meter)
+            self.manager = ManagerProcess(self.manager_config(), meter=self.meter).manager
             try:
                 await self.manager.start()
             except BaseException:

@@ -1,10 +1,14 @@
-"""Stopping background tasks: every long-running part (informers, controllers, the dispatcher) does it the same way."""
+"""Running and stopping background tasks: every long-running part (informers, controllers, the dispatcher) does it
+the same way."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import logging
+from collections.abc import Awaitable, Iterable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
@@ -24,3 +28,19 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
         error = None if task.cancelled() else task.exception()
         if error is not None:
             raise error
+
+
+async def guarded(name: str, work: Awaitable[None]) -> None:
+    """Run one named part of a process. A part that fails is logged under its name with the traceback and ends
+    alone: the process and its other parts go on, and stopping it later does not raise the old failure again."""
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s stopped", name)
+
+
+def start_guarded(name: str, work: Awaitable[None]) -> asyncio.Task[None]:
+    """A task of its own for :func:`guarded` ``work``, named as the part it runs."""
+    return asyncio.create_task(guarded(name, work), name=name)

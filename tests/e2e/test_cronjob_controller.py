@@ -60,7 +60,7 @@ def _on_fake_clock(
     """The cluster's CronJob controller, switched to a fake clock set to now (before any CronJob exists, so no
     sync ever saw the real one): the API server stamps creationTimestamp with real time, and schedules count
     from it."""
-    controller = clusters.components[cluster].cronjob_controller
+    controller = clusters.components[cluster].controllers.cronjob
     assert controller is not None
     clock = FakeClock(datetime.now(UTC))
     controller.clock = clock
