@@ -148,11 +148,11 @@ class LeaderWork:
     def add(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._work[name] = work
         if self.leading:
-            self._tasks.append(start_guarded(name, work()))
+            self._tasks.append(start_guarded(name, work))
 
     def start(self) -> None:
         self.leading = True
-        self._tasks = [start_guarded(name, work()) for name, work in self._work.items()]
+        self._tasks = [start_guarded(name, work) for name, work in self._work.items()]
 
     async def stop(self) -> None:
         self.leading = False

@@ -76,7 +76,7 @@ class ClusterComponents:
         self.factory.start()
         self.controllers.start()
         parts = {"kubelet": self.kubelet.run, **self.controllers.work()}
-        self._tasks = [start_guarded(f"{cluster.name}/{name}", work()) for name, work in parts.items()]
+        self._tasks = [start_guarded(f"{cluster.name}/{name}", work) for name, work in parts.items()]
 
     async def stop(self, stop_pods: bool = False) -> None:
         """Stop the controllers and the kubelet. Pod processes go on running (a restarted kubelet adopts them, as

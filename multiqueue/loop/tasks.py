@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -30,17 +30,18 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
             raise error
 
 
-async def guarded(name: str, work: Awaitable[None]) -> None:
+async def guarded(name: str, work: Callable[[], Awaitable[None]]) -> None:
     """Run one named part of a process. A part that fails is logged under its name with the traceback and ends
-    alone: the process and its other parts go on, and stopping it later does not raise the old failure again."""
+    alone: the process and its other parts go on, and stopping it later does not raise the old failure again.
+    ``work`` is called here, so a part stopped before it began leaves no coroutine behind that never ran."""
     try:
-        await work
+        await work()
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("%s stopped", name)
 
 
-def start_guarded(name: str, work: Awaitable[None]) -> asyncio.Task[None]:
+def start_guarded(name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
     """A task of its own for :func:`guarded` ``work``, named as the part it runs."""
     return asyncio.create_task(guarded(name, work), name=name)

@@ -27,6 +27,7 @@ from multiqueue.kube.config import load_credentials
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from tests.support.clients import client_for
+from tests.support.dispatching import suspended_job
 from tests.support.processes import Spawned
 from tests.support.servers import kubeconfig_dict
 
@@ -34,18 +35,7 @@ MANAGED_BY = "multiqueue.dev/dispatcher"
 
 
 def job_body(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "managedBy": managed_by,
-            "suspend": True,
-            "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
-            },
-        },
-    }
+    return suspended_job(name, managed_by)
 
 
 def read_model(client: KubeClient, factory: InformerFactory) -> ReadModel:

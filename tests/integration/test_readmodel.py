@@ -17,23 +17,13 @@ from multiqueue.dispatch.readmodel import ReadModel
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import InformerFactory
 from tests.support.clients import client_for
+from tests.support.dispatching import suspended_job
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
 
 
-def job_body(name: str, managed_by: str = MANAGED_BY, finished: bool = False) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "managedBy": managed_by,
-            "suspend": True,
-            "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
-            },
-        },
-    }
+def job_body(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
+    return suspended_job(name, managed_by)
 
 
 class Heard:

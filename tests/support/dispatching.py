@@ -38,6 +38,22 @@ GROUP_LABEL = "example.multiqueue.dev/jobgroup"
 # --- reading objects --------------------------------------------------------------------------------------------
 
 
+def suspended_job(name: str, managed_by: str) -> Obj:
+    """A Job that stays suspended (nothing runs), with the given managedBy: what the dispatcher's readers list."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "managedBy": managed_by,
+            "suspend": True,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            },
+        },
+    }
+
+
 def key_of(obj: Obj) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace') or ''}/{meta['name']}"
