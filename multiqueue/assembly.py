@@ -18,14 +18,17 @@ from multiqueue.kube.informer import InformerFactory
 
 
 class ManagerProcess:
-    """A manager of ``config``, not yet started (``await process.manager.start()`` starts every part), and the
-    embedded controllers it runs on the management cluster (none before it starts, or when the config asks for
-    none)."""
+    """A manager of ``config`` and the embedded controllers it runs on the management cluster (none before it
+    starts, or when the config asks for none)."""
 
     def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
         self._meter = meter
         self.controllers = EmbeddedControllers()
-        self.manager = Manager(config, meter, embed=self._embed)
+        self.manager = Manager(config, meter)
+
+    async def start(self) -> None:
+        """Start every part: the manager's, then the embedded controllers as its leader work."""
+        await self.manager.start(embed=self._embed)
 
     def _embed(self, client: KubeClient, factory: InformerFactory) -> EmbeddedControllers:
         names = self.manager.config.embedded_controllers

@@ -286,7 +286,7 @@ async def _run_manager(config: ManagerConfig) -> int:
     metrics = telemetry.Metrics()
     process = ManagerProcess(config, meter=metrics.meter)
     try:
-        await process.manager.start()
+        await process.start()
     except KubeconfigError as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     except (KubeError, OSError) as exc:

@@ -56,10 +56,9 @@ Embed = Callable[[KubeClient, InformerFactory], Embedded]
 
 
 class Manager:
-    def __init__(self, config: ManagerConfig, meter: Meter | None = None, embed: Embed | None = None) -> None:
+    def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
         self.config = config
         self.meter = meter
-        self._embed = embed
         self.embedded: Embedded | None = None
         self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.management: KubeClient | None = None
@@ -95,7 +94,9 @@ class Manager:
             found += [c.client for c in self.connections.by_name.values()]
         return found
 
-    async def start(self) -> None:
+    async def start(self, embed: Embed | None = None) -> None:
+        """Connect to every cluster and start dispatching (at once, or once elected); ``embed`` builds the parts
+        that run beside the dispatcher as leader work."""
         config = self.config
         credentials = await load_credentials(
             config.management.kubeconfig,
@@ -151,8 +152,8 @@ class Manager:
         )
         self.leader_work.add("dispatcher", dispatcher.run)
         self.leader_work.add("loss-clock", loss_clock.run)
-        if self._embed is not None:
-            self.embedded = self._embed(management, factory)
+        if embed is not None:
+            self.embedded = embed(management, factory)
             for name, work in self.embedded.work().items():
                 self.leader_work.add(name, work)
             self.embedded.start()

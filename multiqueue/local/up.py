@@ -125,9 +125,10 @@ class LocalClusters:
                 self.manager_config().model_dump(mode="json", by_alias=True), sort_keys=False
             )
             await asyncio.to_thread(write_private, self.state_dir / "manager.yaml", manager_yaml)
-            self.manager = ManagerProcess(self.manager_config(), meter=self.meter).manager
+            process = ManagerProcess(self.manager_config(), meter=self.meter)
+            self.manager = process.manager
             try:
-                await self.manager.start()
+                await process.start()
             except BaseException:
                 await self.stop()
                 raise
