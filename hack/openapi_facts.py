@@ -37,7 +37,7 @@ from protobuf_fields import GO_MOD, module_cache, module_dirs, pinned_versions  
 
 from multiqueue.apiserver.resources import BUILTIN  # noqa: E402
 
-OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "openapi_facts.json"
+OUTPUT = REPO / "multiqueue" / "apiserver" / "openapi_facts.json"
 MODULE = "k8s.io/kubernetes"
 SPEC = Path("api") / "openapi-spec" / "v3"
 REF = "#/components/schemas/"

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from multiqueue.apiserver.resources import BUILTIN  # noqa: E402
 
 GO_MOD = REPO / "hack" / "control-plane" / "go.mod"
-OUTPUT = REPO / "multiqueue" / "local" / "apiserver" / "protobuf_fields.json"
+OUTPUT = REPO / "multiqueue" / "apiserver" / "protobuf_fields.json"
 GNOSTIC_OUTPUT = OUTPUT.with_name("gnostic_fields.json")
 # The modules whose packages define the kinds served, and everything their messages refer to.
 MODULES = ("k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver")
