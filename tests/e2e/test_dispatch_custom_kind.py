@@ -12,7 +12,7 @@ import yaml
 from multiqueue import telemetry
 from multiqueue.api.types import CRDS
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
+from multiqueue.dispatch.adapters.declared import JOBGROUP
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition
@@ -22,7 +22,7 @@ MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manag
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-JOBGROUPS = JobGroupAdapter.resource
+JOBGROUPS = JOBGROUP.resource
 
 
 def _established(crd: dict[str, Any]) -> bool:

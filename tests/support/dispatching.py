@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from multiqueue.api.types import CRDS, JOBS, Resource
-from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
+from multiqueue.dispatch.adapters.declared import JOBGROUP
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import AlreadyExists, KubeError
@@ -30,7 +30,7 @@ from multiqueue.loop.tasks import cancel_and_wait
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-JOBGROUPS = JobGroupAdapter.resource
+JOBGROUPS = JOBGROUP.resource
 # The label the stand-in JobGroup controller puts on the Jobs it makes for a group.
 GROUP_LABEL = "example.multiqueue.dev/jobgroup"
 

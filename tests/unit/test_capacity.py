@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from multiqueue.dispatch.adapters.declared import JOBGROUP, DeclaredAdapter
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
-from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.capacity import Key, Ledger, Rank, Usage, rank_of
 from multiqueue.dispatch.generic import PodSet, demand
 from tests.unit.jobfixtures import T0, T1, T2, job
@@ -312,8 +312,8 @@ def _replicated(name: str, containers: list[dict[str, Any]], **counts: int) -> d
 def test_a_jobgroup_asks_for_its_templates_requests_times_its_pods(
     group: dict[str, Any], pod_sets: list[PodSet], asked: dict[str, float]
 ) -> None:
-    assert JobGroupAdapter().pod_sets(group) == pod_sets
-    assert demand(JobGroupAdapter().pod_sets(group)) == asked
+    assert DeclaredAdapter(JOBGROUP).pod_sets(group) == pod_sets
+    assert demand(DeclaredAdapter(JOBGROUP).pod_sets(group)) == asked
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import NORMAL, WARNING, Event, Obj, Resource
+from multiqueue.dispatch.adapters.declared import JOBGROUP, DeclaredAdapter
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
-from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.generic import (
     Finish,
     GenericJob,
@@ -77,7 +77,7 @@ TASK: GenericJob = TaskAdapter()  # the core is all a kind needs to be a Generic
     ("adapter", "priority_class", "progress", "rerun_status"),
     [
         pytest.param(BatchJobAdapter(), True, True, True, id="Job"),
-        pytest.param(JobGroupAdapter(), True, False, True, id="JobGroup"),
+        pytest.param(DeclaredAdapter(JOBGROUP), True, False, True, id="JobGroup"),
         pytest.param(TaskAdapter(), False, False, False, id="core-only"),
     ],
 )
@@ -100,7 +100,7 @@ def _running_job() -> dict[str, Any]:
     ("adapter", "obj", "expected"),
     [
         pytest.param(BatchJobAdapter(), _running_job(), ("high", {"succeeded": 2}, {"active": 0, "ready": 0, "succeeded": 2}), id="Job-has-them-all"),
-        pytest.param(JobGroupAdapter(), {"spec": {"priorityClassName": "low"}, "status": {"active": 2}}, ("low", None, {}), id="JobGroup-starts-over"),
+        pytest.param(DeclaredAdapter(JOBGROUP), {"spec": {"priorityClassName": "low"}, "status": {"active": 2}}, ("low", None, {}), id="JobGroup-starts-over"),
         pytest.param(TaskAdapter(), _running_job(), (None, None, None), id="core-only-gets-the-defaults"),
     ],
 )  # fmt: skip

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from multiqueue.api.types import NORMAL, WARNING, Event
+from multiqueue.dispatch.adapters.declared import JOBGROUP, DeclaredAdapter
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
-from multiqueue.dispatch.adapters.jobgroup import JobGroupAdapter
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.lifecycle import (
     CACHE_WAIT,
@@ -454,7 +454,7 @@ def test_once_let_run_its_status_follows_again() -> None:
     ("adapter", "user"),
     [
         pytest.param(ADAPTER, placed(user_job(), "worker-1"), id="job-without-progress"),
-        pytest.param(JobGroupAdapter(), None, id="jobgroup"),
+        pytest.param(DeclaredAdapter(JOBGROUP), None, id="jobgroup"),
     ],
 )
 def test_a_mirror_with_nothing_to_go_on_from_runs_at_once(
@@ -636,7 +636,9 @@ def _jobgroup(cpu: str = "500m") -> dict[str, Any]:
     ],
 )
 def test_a_jobgroup_counts_against_cpu_quotas(free: float, placed_on: str | None) -> None:
-    actions = run(_jobgroup(), workers=[view("worker-1", free={"cpu": free})], adapter=JobGroupAdapter())
+    actions = run(
+        _jobgroup(), workers=[view("worker-1", free={"cpu": free})], adapter=DeclaredAdapter(JOBGROUP)
+    )
     assert actions.place_on == placed_on
     if placed_on is not None:
         assert actions.hold == ("worker-1", {"cpu": 2.0})

@@ -1,0 +1,160 @@
+"""One GenericJob adapter for any job-like kind whose controller honours ``spec.managedBy``, told by a declaration
+where the kind keeps what the dispatcher reads, instead of by code.
+
+The defaults are JobSet's (``jobset.x-k8s.io/v1alpha2``): ``spec.managedBy`` and ``spec.suspend``, finished by a
+``Completed`` or ``Failed`` condition, pods in ``spec.replicatedJobs`` (each entry's replicas times its Job template's
+parallelism pods of the Job template's pod template). A kind that differs names its own paths. The mirror is the
+user's object with managedBy removed and suspend false; the user's status follows the mirror's whole, except that a
+terminal condition once True never goes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Final
+
+from multiqueue.api.meta import as_dict, as_list, condition_is_true
+from multiqueue.api.types import Obj, Resource
+from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
+from multiqueue.dispatch.mirror import strip_for_mirror
+
+Path = tuple[str, ...]  # keys from the object's root; EACH steps into every item of a list
+EACH: Final = "*"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredKind:
+    """Where a job-like kind keeps what the dispatcher reads."""
+
+    resource: Resource
+    managed_by: Path = ("spec", "managedBy")
+    suspend: Path = ("spec", "suspend")
+    succeeded: str = "Completed"  # the condition type that says it succeeded
+    failed: str = "Failed"
+    # The groups of pods: a list whose entries have ``replicas`` and a batch/v1 JobTemplateSpec ``template``.
+    replicated_jobs: Path = ("spec", "replicatedJobs")
+    # Where its PriorityClass is named; None: the first pod template's spec.priorityClassName.
+    priority_class: Path | None = None
+    # Status fields that count what runs: emptied when the mirror that ran them is lost.
+    running: tuple[Path, ...] = (
+        ("status", "replicatedJobsStatus", EACH, "active"),
+        ("status", "replicatedJobsStatus", EACH, "ready"),
+    )
+
+
+def read(obj: object, path: Path) -> list[Any]:
+    """Every value at ``path`` (several where it steps through lists; none where it is missing)."""
+    found: list[Any] = [obj]
+    for key in path:
+        step: list[Any] = []
+        for value in found:
+            if key == EACH:
+                step.extend(as_list(value))
+            elif isinstance(value, dict) and key in value:
+                step.append(value[key])
+        found = step
+    return found
+
+
+class DeclaredAdapter:
+    """The adapter of a :class:`DeclaredKind`: the GenericJob core, a PriorityClass and a status for a rerun."""
+
+    def __init__(self, kind: DeclaredKind) -> None:
+        self.kind = kind
+        self.resource = kind.resource
+
+    def managed_by(self, obj: Obj) -> str | None:
+        value = next(iter(read(obj, self.kind.managed_by)), None)
+        return value if isinstance(value, str) and value else None
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return next(iter(read(obj, self.kind.suspend)), None) is True
+
+    def is_finished(self, obj: Obj) -> bool:
+        conditions = _conditions(obj)
+        return any(condition_is_true(conditions, c) for c in (self.kind.succeeded, self.kind.failed))
+
+    def finish(self, obj: Obj) -> Finish | None:
+        return finish_of(_conditions(obj), self.kind.succeeded, self.kind.failed)
+
+    def build_mirror(self, obj: Obj, origin: str) -> Obj:
+        mirror = strip_for_mirror(obj, origin)
+        *parent, last = self.kind.managed_by
+        for holder in read(mirror, tuple(parent)):
+            if isinstance(holder, dict):
+                holder.pop(last, None)
+        *parent, last = self.kind.suspend
+        for holder in read(mirror, tuple(parent)):
+            if isinstance(holder, dict):
+                holder[last] = False
+        return mirror
+
+    def suspend_patch(self, suspend: bool) -> Obj:
+        patch: Obj = {}
+        *parent, last = self.kind.suspend
+        holder = patch
+        for key in parent:
+            holder = holder.setdefault(key, {})
+        holder[last] = suspend
+        return patch
+
+    def synced_status(self, user: Obj, mirror: Obj) -> Obj | None:
+        status = copy.deepcopy(as_dict(mirror.get("status")))
+        if status == as_dict(user.get("status")):
+            return None
+        for terminal in (self.kind.succeeded, self.kind.failed):
+            if condition_is_true(_conditions(user), terminal) and not condition_is_true(
+                status.get("conditions"), terminal
+            ):
+                raise StatusRefused(f"cannot disable the terminal {terminal}=True condition")
+        return status
+
+    def pod_sets(self, obj: Obj) -> list[PodSet]:
+        sets = []
+        for replicated in read(obj, (*self.kind.replicated_jobs, EACH)):
+            entry = as_dict(replicated)
+            job_spec = as_dict(as_dict(entry.get("template")).get("spec"))
+            parallelism = job_spec.get("parallelism", 1)
+            replicas = entry.get("replicas", 1)
+            count = (replicas if isinstance(replicas, int) else 1) * (
+                parallelism if isinstance(parallelism, int) else 1
+            )
+            sets.append(PodSet(str(entry.get("name", "")), count, pod_requests(job_spec.get("template"))))
+        return sets
+
+    def priority_class(self, obj: Obj) -> str | None:
+        path = self.kind.priority_class or (
+            *self.kind.replicated_jobs,
+            EACH,
+            "template",
+            "spec",
+            "template",
+            "spec",
+            "priorityClassName",
+        )
+        name = next((n for n in read(obj, path) if isinstance(n, str) and n), None)
+        return name
+
+    def rerun_status(self, obj: Obj) -> Obj:
+        rerun = {"status": copy.deepcopy(as_dict(obj.get("status")))}
+        for path in self.kind.running:
+            *parent, last = path
+            for holder in read(rerun, tuple(parent)):
+                if isinstance(holder, dict):
+                    holder.pop(last, None)
+        return rerun["status"]
+
+
+def _conditions(obj: Obj) -> list[Any]:
+    return as_list(as_dict(obj.get("status")).get("conditions"))
+
+
+JOBSET: Final = DeclaredKind(Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"))
+# The example kind of examples/jobgroup-crd.yaml: JobSet's shape, a PriorityClass of its own and one count of what
+# runs.
+JOBGROUP: Final = DeclaredKind(
+    Resource("example.multiqueue.dev", "v1", "jobgroups", "JobGroup"),
+    priority_class=("spec", "priorityClassName"),
+    running=(("status", "active"),),
+)
