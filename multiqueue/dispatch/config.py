@@ -161,7 +161,10 @@ class LeaderElectionConfig(BaseModel):
     )
 
 
-def _jobs_only() -> list[Literal["Job", "JobGroup"]]:
+Kind = Literal["Job", "JobGroup", "JobSet"]  # a kind the dispatcher has an adapter for (dispatch/adapters)
+
+
+def _jobs_only() -> list[Kind]:
     return ["Job"]
 
 
@@ -211,7 +214,7 @@ class ManagerConfig(BaseModel):
     namespaces: list[str] = Field(
         default_factory=list, description="Namespaces of the management cluster to dispatch from; empty: all."
     )
-    kinds: Annotated[list[Literal["Job", "JobGroup"]], Field(min_length=1)] = Field(
+    kinds: Annotated[list[Kind], Field(min_length=1)] = Field(
         default_factory=lambda: _jobs_only(),
         description="Kinds to dispatch; a custom kind needs its adapter and its CRD on every cluster.",
     )

@@ -1,0 +1,93 @@
+"""JobSet dispatched to a worker where the real JobSet controller (built from its Go module by
+hack/build-jobset.sh) runs the mirror: its child Jobs and pods run there, and the JobSet's status comes back to the
+user's JobSet on the management cluster, which no JobSet controller touches.
+
+Runs on the local and upstream providers, one controller process per worker; on kind the controller would run as
+a Deployment from a locally built image, which is not there yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from multiqueue.api.meta import as_dict
+from multiqueue.api.types import JOBS
+from multiqueue.dispatch.adapters.declared import JOBSET
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
+from tests.e2e.conftest import Clusters, has_condition
+from tests.support import jobset
+from tests.support.processes import REPO
+
+pytestmark = pytest.mark.e2e
+JOBSETS = JOBSET.resource
+WORKERS = ("worker-1", "worker-2")
+
+
+@pytest.fixture
+async def jobset_clusters(dispatching_clusters: Clusters, tmp_path: Path) -> AsyncIterator[Clusters]:
+    """The clusters with the JobSet CRD everywhere, a JobSet controller per worker, and a manager of Jobs and
+    JobSets."""
+    clusters = dispatching_clusters
+    clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
+    folder = jobset.assets()
+    if folder is None:
+        reason = f"the JobSet controller is not built: run {jobset.BUILD_COMMAND}"
+        print(reason)
+        pytest.skip(reason)
+    for name in ("management", *WORKERS):
+        await jobset.install_crd(clusters.client(name), folder)
+    controllers = [
+        jobset.JobSetController(folder, clusters.kubeconfig, worker, tmp_path / f"jobset-{worker}")
+        for worker in WORKERS
+    ]
+    try:
+        for controller in controllers:
+            await controller.start()
+        await clusters.restart_manager(kinds=["Job", "JobSet"])
+        yield clusters
+    finally:
+        for controller in controllers:
+            await controller.stop()
+
+
+def example() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((REPO / "examples" / "jobset.yaml").read_text())
+    return loaded
+
+
+async def test_a_jobset_runs_under_the_real_controller_on_a_worker_and_its_status_comes_back(
+    jobset_clusters: Clusters,
+) -> None:
+    clusters = jobset_clusters
+    management = clusters.client()
+    created = await management.create(JOBSETS, example(), "default")
+    user = await clusters.wait_for(
+        JOBSETS, "default", "sweep", lambda s: CLUSTER_LABEL in (s["metadata"].get("labels") or {})
+    )
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    done = await clusters.wait_for(JOBSETS, "default", "sweep", has_condition("Completed"), within=90)
+    status = as_dict(done.get("status"))
+    assert status["terminalState"] == "Completed"
+    assert [(r["name"], r["succeeded"]) for r in status["replicatedJobsStatus"]] == [("workers", 2)]
+    assert done["metadata"]["uid"] == created["metadata"]["uid"]
+
+    mirror = await clusters.client(worker).get(JOBSETS, "sweep", "default")
+    assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
+    assert "managedBy" not in mirror["spec"] and mirror["metadata"]["uid"] != created["metadata"]["uid"]
+    children, _ = await clusters.client(worker).list(
+        JOBS, "default", label_selector="jobset.sigs.k8s.io/jobset-name=sweep"
+    )
+    assert sorted(j["metadata"]["name"] for j in children) == ["sweep-workers-0", "sweep-workers-1"]
+    leftover, _ = await management.list(
+        JOBS, "default", label_selector="jobset.sigs.k8s.io/jobset-name=sweep"
+    )
+    assert leftover == [], "the management cluster runs no JobSet controller for a managed JobSet"
+
+    await management.delete(JOBSETS, "sweep", "default")
+    await clusters.wait_gone(JOBSETS, "default", "sweep", cluster=worker)
+    await clusters.wait_gone(JOBSETS, "default", "sweep")
