@@ -8,6 +8,7 @@ a Deployment from a locally built image, which is not there yet.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ import yaml
 
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import JOBS
+from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
+from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition
+from tests.e2e.test_dispatch_failures import wait_for_event
 from tests.support import jobset
 from tests.support.processes import REPO
 
@@ -91,3 +95,25 @@ async def test_a_jobset_runs_under_the_real_controller_on_a_worker_and_its_statu
     await management.delete(JOBSETS, "sweep", "default")
     await clusters.wait_gone(JOBSETS, "default", "sweep", cluster=worker)
     await clusters.wait_gone(JOBSETS, "default", "sweep")
+
+
+async def test_a_jobset_no_worker_can_ever_fit_waits_naming_every_worker(jobset_clusters: Clusters) -> None:
+    clusters = jobset_clusters
+    await clusters.set_capacity({w: Capacity(resources={"cpu": "4"}) for w in WORKERS})
+    config, contexts = clusters.reader()
+    management = clusters.client()
+    big = example()
+    big["metadata"]["name"] = "big"
+    workers = big["spec"]["replicatedJobs"][0]
+    workers["replicas"] = 1
+    workers["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    big["spec"]["replicatedJobs"] = [{**copy.deepcopy(workers), "name": name} for name in ("a", "b", "c")]
+    await management.create(JOBSETS, big, "default")  # 3 replicated Jobs of 2 pods of 1 cpu: 6 cpu
+    warning = await wait_for_event(management, "big", "NeverFits")
+    assert warning["message"] == "asks more than any worker has in all: worker-1 (cpu), worker-2 (cpu)"
+    _, rows = await inspect.status(config, contexts)
+    row = next(r for r in rows if r.key == "default/big")
+    assert (row.kind, row.worker, row.state, row.reason) == ("JobSet", "-", "Waiting", "NeverFits")
+    for worker in WORKERS:
+        mirrors, _ = await clusters.client(worker).list(JOBSETS, "default")
+        assert mirrors == []
