@@ -23,6 +23,7 @@ from multiqueue.dispatch.config import (
     ClientConfig,
     ClusterRef,
     DashboardConfig,
+    DeclaredKind,
     LeaderElectionConfig,
     ManagerConfig,
     WorkerConfig,
@@ -40,6 +41,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     LeaderElectionConfig,
     ClientConfig,
     DashboardConfig,
+    DeclaredKind,
 )
 
 

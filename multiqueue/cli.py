@@ -287,7 +287,7 @@ async def _run_manager(config: ManagerConfig) -> int:
     process = ManagerProcess(config, meter=metrics.meter)
     try:
         await process.start()
-    except KubeconfigError as exc:
+    except (KubeconfigError, ConfigError) as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot start the manager: {exc}") from exc

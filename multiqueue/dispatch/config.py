@@ -162,9 +162,50 @@ class LeaderElectionConfig(BaseModel):
 
 
 Kind = Literal["Job", "JobGroup", "JobSet"]  # a kind the dispatcher has an adapter for (dispatch/adapters)
+# A dotted path into an object, ``[]`` after a key stepping into every item of that list: status.items[].active.
+FieldPath = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+(\[\])?(\.[A-Za-z0-9_-]+(\[\])?)*$")]
 
 
-def _jobs_only() -> list[Kind]:
+class DeclaredKind(BaseModel):
+    """A job-like kind dispatched with no code of its own: its controller must honour spec.managedBy (or the field
+    ``managedBy`` names). Every path has JobSet's default, so a kind shaped like JobSet names only where it lives."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    group: str = Field(description="API group of the kind's CRD.")
+    version: str = Field(description="The version to read and write it in.")
+    kind: str = Field(description="Its kind, as in manifests.")
+    plural: str = Field(description="Its resource name, as in URLs (the CRD's spec.names.plural).")
+    managed_by: FieldPath = Field("spec.managedBy", alias="managedBy", description="Where its managedBy is.")
+    suspend: FieldPath = Field("spec.suspend", description="Where its suspend flag is (true: nothing runs).")
+    succeeded_condition: str = Field(
+        "Completed",
+        alias="succeededCondition",
+        description="The condition type that is True once it succeeded.",
+    )
+    failed_condition: str = Field(
+        "Failed", alias="failedCondition", description="The condition type that is True once it failed."
+    )
+    replicated_jobs: FieldPath = Field(
+        "spec.replicatedJobs",
+        alias="replicatedJobs",
+        description="The list of its pod groups: entries with replicas and a batch/v1 Job template.",
+    )
+    priority_class: FieldPath | None = Field(
+        None,
+        alias="priorityClass",
+        description="Where its PriorityClass is named; none: the first pod template's priorityClassName.",
+    )
+    running: list[FieldPath] = Field(
+        default_factory=lambda: [
+            "status.replicatedJobsStatus[].active",
+            "status.replicatedJobsStatus[].ready",
+        ],
+        description="Status fields counting what runs, emptied when the worker that ran it is lost.",
+    )
+
+
+def _jobs_only() -> list[Kind | DeclaredKind]:
     return ["Job"]
 
 
@@ -214,9 +255,10 @@ class ManagerConfig(BaseModel):
     namespaces: list[str] = Field(
         default_factory=list, description="Namespaces of the management cluster to dispatch from; empty: all."
     )
-    kinds: Annotated[list[Kind], Field(min_length=1)] = Field(
+    kinds: Annotated[list[Kind | DeclaredKind], Field(min_length=1)] = Field(
         default_factory=lambda: _jobs_only(),
-        description="Kinds to dispatch; a custom kind needs its adapter and its CRD on every cluster.",
+        description="Kinds to dispatch, each with its CRD on every cluster: a name multiqueue knows (Job, JobSet, "
+        "JobGroup), or a kind declared here by where it keeps its fields.",
     )
     embedded_controllers: list[Literal["job", "cronjob"]] = Field(
         default_factory=list,

@@ -26,7 +26,7 @@ from multiqueue.api.meta import (
     uid_of,
 )
 from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj, Resource
-from multiqueue.dispatch.adapters import ADAPTERS
+from multiqueue.dispatch.adapters import adapters_of
 from multiqueue.dispatch.capacity import Ledger, held_on
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
@@ -322,7 +322,7 @@ def identity_of(config: ManagerConfig) -> Identity:
 
 def _adapters(config: ManagerConfig) -> list[GenericJob]:
     """One adapter for each kind the manager dispatches."""
-    return [ADAPTERS[kind]() for kind in config.kinds]
+    return adapters_of(config.kinds)
 
 
 class LogsError(Exception):

@@ -17,9 +17,9 @@ from typing import Any, Final, Protocol
 from opentelemetry.metrics import Meter
 
 from multiqueue import __version__
-from multiqueue.api.types import NAMESPACES, PRIORITY_CLASSES
-from multiqueue.dispatch.adapters import ADAPTERS
-from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.api.types import NAMESPACES, PRIORITY_CLASSES, Resource
+from multiqueue.dispatch.adapters import adapters_of
+from multiqueue.dispatch.config import ConfigError, ManagerConfig
 from multiqueue.dispatch.connections import WorkerConnections
 from multiqueue.dispatch.dispatcher import COMPONENT, Dispatcher, DispatchSettings
 from multiqueue.dispatch.lossclock import LossClock
@@ -104,12 +104,15 @@ class Manager:
             allow_insecure=config.management.allow_insecure,
         )
         self.management = management = KubeClient(credentials, "management", self.client_options)
+        adapters = adapters_of(config.kinds)
+        for adapter in adapters:
+            await _ensure_served(management, adapter.resource)
         for namespace in dict.fromkeys([config.namespace, config.lease_namespace]):
             await _ensure_namespace(management, namespace)
         self.management_factory = factory = InformerFactory(management, COMPACT)
         recorder = EventRecorder(management, COMPONENT)
         self.dispatcher = dispatcher = Dispatcher(
-            [ADAPTERS[kind]() for kind in config.kinds],
+            adapters,
             management,
             factory,
             recorder,
@@ -201,6 +204,20 @@ class Manager:
             await self.management_factory.stop()
         if self.management is not None:
             await self.management.close()
+
+
+async def _ensure_served(client: KubeClient, resource: Resource) -> None:
+    """A kind to dispatch must be served by the management cluster (its CRD installed there): refuse to start
+    otherwise, naming the kind and the cluster. An identity that may not list it finds out when it dispatches."""
+    try:
+        await client.list_page(resource, limit=1)
+    except NotFound as exc:
+        raise ConfigError(
+            f"kinds: {resource.kind} ({resource.group or 'core'}/{resource.version} {resource.plural}) is not served "
+            f"by the management cluster {client.credentials.server}: install its CRD there, or take it out of kinds"
+        ) from exc
+    except Forbidden:
+        return
 
 
 async def _ensure_namespace(client: KubeClient, name: str) -> None:

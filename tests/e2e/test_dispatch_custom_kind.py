@@ -13,6 +13,7 @@ from multiqueue import telemetry
 from multiqueue.api.types import CRDS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.declared import JOBGROUP
+from multiqueue.dispatch.config import ConfigError, DeclaredKind
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition
@@ -118,3 +119,66 @@ async def test_a_manager_of_jobgroups_alone_becomes_ready_and_counts_them(
         assert 'multiqueue_managed_jobs{state="active"} 1.0' in text
     finally:
         await runner.cleanup()
+
+
+async def test_a_kind_declared_only_in_the_config_is_dispatched_end_to_end(
+    dispatching_clusters: Clusters,
+) -> None:
+    dispatching_clusters.in_process(
+        "dispatches JobGroup, a CRD of the tests' own that deploy/'s config and RBAC leave out"
+    )
+    clusters = dispatching_clusters
+    await _with_jobgroups(clusters)
+    declared = DeclaredKind.model_validate(
+        {
+            "group": "example.multiqueue.dev",
+            "version": "v1",
+            "kind": "JobGroup",
+            "plural": "jobgroups",
+            "priorityClass": "spec.priorityClassName",
+            "running": ["status.active"],
+        }
+    )
+    await clusters.restart_manager(kinds=["Job", declared])
+    management = clusters.client()
+    created = await management.create(
+        JOBGROUPS, yaml.safe_load((EXAMPLES / "jobgroup.yaml").read_text()), "default"
+    )
+    user = await clusters.wait_for(
+        JOBGROUPS, "default", "trainer", lambda g: CLUSTER_LABEL in (g["metadata"].get("labels") or {})
+    )
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    mirror = await clusters.wait_for(JOBGROUPS, "default", "trainer", lambda g: True, cluster=worker)
+    assert "managedBy" not in mirror["spec"] and mirror["spec"]["suspend"] is False
+    # No JobGroup controller runs on the workers here: the test plays it, finishing the mirror.
+    status = {
+        "succeeded": 4,
+        "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsSucceeded"}],
+    }
+    await clusters.client(worker).patch(
+        JOBGROUPS, "trainer", {"status": status}, "default", subresource="status"
+    )
+    done = await clusters.wait_for(JOBGROUPS, "default", "trainer", has_condition("Completed"))
+    assert done["status"]["succeeded"] == 4 and done["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+async def test_a_kind_the_management_cluster_does_not_serve_is_refused_at_start(
+    dispatching_clusters: Clusters,
+) -> None:
+    clusters = dispatching_clusters
+    local = clusters.in_process("starts a second manager in the test's process")
+    assert local.manager is not None
+    nowhere = DeclaredKind.model_validate(
+        {"group": "example.com", "version": "v1", "kind": "Nowhere", "plural": "nowheres"}
+    )
+    manager = Manager(local.manager.config.model_copy(update={"kinds": ["Job", nowhere]}))
+    try:
+        with pytest.raises(ConfigError) as refused:
+            await manager.start()
+    finally:
+        await manager.stop()
+    message = str(refused.value)
+    assert message.startswith(
+        "kinds: Nowhere (example.com/v1 nowheres) is not served by the management cluster"
+    )
+    assert "install its CRD there" in message and "\n" not in message

@@ -4,13 +4,16 @@ reads of a job-like kind, the mirror it makes, the status it takes back, and pla
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from multiqueue.api.types import Resource
-from multiqueue.dispatch.adapters import ADAPTERS
-from multiqueue.dispatch.adapters.declared import EACH, JOBSET, DeclaredAdapter, DeclaredKind
+from multiqueue.dispatch.adapters import ADAPTERS, adapters_of
+from multiqueue.dispatch.adapters.declared import EACH, JOBSET, DeclaredAdapter, DeclaredKind, path_of
+from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.generic import PodSet, StatusRefused, demand
 from multiqueue.dispatch.lifecycle import Observed, decide
 from multiqueue.dispatch.mirror import Identity
@@ -207,3 +210,46 @@ def test_a_kind_declared_with_its_own_paths() -> None:
     assert mirror["spec"]["runPolicy"] == {"suspend": False, "priorityClass": "low"}
     assert adapter.suspend_patch(True) == {"spec": {"runPolicy": {"suspend": True}}}
     assert adapter.rerun_status(obj)["stages"] == [{"name": "s", "done": 3}]
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("spec.managedBy", ("spec", "managedBy")),
+        ("status.replicatedJobsStatus[].active", ("status", "replicatedJobsStatus", EACH, "active")),
+        ("spec.stages[]", ("spec", "stages", EACH)),
+    ],
+)
+def test_a_config_path_reads_as_keys_and_list_steps(text: str, path: tuple[str, ...]) -> None:
+    assert path_of(text) == path
+
+
+def test_a_kind_declared_in_the_manager_config_has_jobsets_defaults_where_it_names_nothing() -> None:
+    config = ManagerConfig.model_validate(
+        {
+            "management": {"kubeconfig": "/k"},
+            "kinds": [
+                "Job",
+                {"group": "example.com", "version": "v1", "kind": "Trainer", "plural": "trainers"},
+            ],
+        }
+    )
+    job, trainer = adapters_of(config.kinds)
+    assert job.resource.kind == "Job"
+    assert isinstance(trainer, DeclaredAdapter)
+    assert trainer.kind == dataclasses.replace(
+        JOBSET, resource=Resource("example.com", "v1", "trainers", "Trainer")
+    )
+
+
+@pytest.mark.parametrize(
+    ("declared", "problem"),
+    [
+        pytest.param({"group": "g", "version": "v1", "kind": "K"}, "plural", id="plural-missing"),
+        pytest.param({"group": "g", "version": "v1", "kind": "K", "plural": "ks", "suspend": "spec..x"}, "suspend", id="bad-path"),
+        pytest.param({"group": "g", "version": "v1", "kind": "K", "plural": "ks", "managedby": "x"}, "managedby", id="unknown-key"),
+    ],
+)  # fmt: skip
+def test_a_declared_kind_with_a_mistake_is_refused_naming_it(declared: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        ManagerConfig.model_validate({"management": {"kubeconfig": "/k"}, "kinds": [declared]})

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
-from multiqueue.dispatch.adapters.declared import JOBGROUP, JOBSET, DeclaredAdapter
+from multiqueue.dispatch.adapters.declared import JOBGROUP, JOBSET, DeclaredAdapter, declared_kind
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.config import DeclaredKind, Kind
 from multiqueue.dispatch.generic import GenericJob
 
 ADAPTERS: Final[dict[str, Callable[[], GenericJob]]] = {
@@ -14,3 +15,8 @@ ADAPTERS: Final[dict[str, Callable[[], GenericJob]]] = {
     "JobGroup": lambda: DeclaredAdapter(JOBGROUP),
     "JobSet": lambda: DeclaredAdapter(JOBSET),
 }
+
+
+def adapters_of(kinds: Sequence[Kind | DeclaredKind]) -> list[GenericJob]:
+    """One adapter for each kind a manager config names or declares."""
+    return [ADAPTERS[k]() if isinstance(k, str) else DeclaredAdapter(declared_kind(k)) for k in kinds]

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import Obj, Resource
+from multiqueue.dispatch.config import DeclaredKind as KindConfig
 from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
 from multiqueue.dispatch.mirror import strip_for_mirror
 
@@ -158,3 +159,28 @@ JOBGROUP: Final = DeclaredKind(
     priority_class=("spec", "priorityClassName"),
     running=(("status", "active"),),
 )
+
+
+def path_of(text: str) -> Path:
+    """``status.items[].active`` as a :data:`Path`."""
+    steps: list[str] = []
+    for part in text.split("."):
+        name, each, _ = part.partition("[]")
+        steps.append(name)
+        if each:
+            steps.append(EACH)
+    return tuple(steps)
+
+
+def declared_kind(config: KindConfig) -> DeclaredKind:
+    """The declaration a manager config gives of a kind."""
+    return DeclaredKind(
+        Resource(config.group, config.version, config.plural, config.kind),
+        managed_by=path_of(config.managed_by),
+        suspend=path_of(config.suspend),
+        succeeded=config.succeeded_condition,
+        failed=config.failed_condition,
+        replicated_jobs=path_of(config.replicated_jobs),
+        priority_class=path_of(config.priority_class) if config.priority_class is not None else None,
+        running=tuple(path_of(p) for p in config.running),
+    )
