@@ -9,7 +9,7 @@ a Deployment from a locally built image, which is not there yet.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
-from tests.e2e.conftest import Clusters, has_condition
+from tests.e2e.conftest import Clusters, has_condition, job_body
 from tests.e2e.test_dispatch_failures import wait_for_event
 from tests.support import jobset
 from tests.support.processes import REPO
@@ -117,3 +117,50 @@ async def test_a_jobset_no_worker_can_ever_fit_waits_naming_every_worker(jobset_
     for worker in WORKERS:
         mirrors, _ = await clusters.client(worker).list(JOBSETS, "default")
         assert mirrors == []
+
+
+def gated(name: str, gate: str) -> dict[str, Any]:
+    """One replicated Job of one pod that waits for ``gate``, with the pod template the scenarios' Jobs use."""
+    body = example()
+    body["metadata"]["name"] = name
+    template = job_body(name, f"while [ ! -f {gate} ]; do sleep 0.1; done")["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Never"
+    rjob = body["spec"]["replicatedJobs"][0]
+    rjob["replicas"] = 1
+    rjob["template"]["spec"].update({"parallelism": 1, "completions": 1, "template": template})
+    return body
+
+
+def running(replicated_job: str) -> Callable[[dict[str, Any]], bool]:
+    def check(jobset_: dict[str, Any]) -> bool:
+        statuses = as_dict(jobset_.get("status")).get("replicatedJobsStatus") or []
+        return any(s.get("name") == replicated_job and s.get("active", 0) >= 1 for s in statuses)
+
+    return check
+
+
+async def test_a_suspended_jobset_stops_on_its_worker_and_resumed_it_completes(
+    jobset_clusters: Clusters,
+) -> None:
+    clusters = jobset_clusters
+    management = clusters.client()
+    gate = clusters.gate("held")
+    await management.create(JOBSETS, gated("held", str(gate)), "default")
+    user = await clusters.wait_for(JOBSETS, "default", "held", running("workers"), within=60)
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+
+    await management.patch(JOBSETS, "held", {"spec": {"suspend": True}}, "default")
+    await clusters.wait_for(
+        JOBSETS, "default", "held", lambda s: s["spec"].get("suspend") is True, cluster=worker
+    )
+    suspended = await clusters.wait_for(JOBSETS, "default", "held", has_condition("Suspended"), within=60)
+    assert not running("workers")(suspended), "the worker's JobSet controller suspended its Jobs"
+    children, _ = await clusters.client(worker).list(
+        JOBS, "default", label_selector="jobset.sigs.k8s.io/jobset-name=held"
+    )
+    assert [j["spec"]["suspend"] for j in children] == [True]
+
+    await gate.open()
+    await management.patch(JOBSETS, "held", {"spec": {"suspend": False}}, "default")
+    done = await clusters.wait_for(JOBSETS, "default", "held", has_condition("Completed"), within=90)
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == worker, "resumed where it was placed"
