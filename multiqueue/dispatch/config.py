@@ -201,7 +201,7 @@ class DeclaredKind(BaseModel):
             "status.replicatedJobsStatus[].active",
             "status.replicatedJobsStatus[].ready",
         ],
-        description="Status fields counting what runs, emptied when the worker that ran it is lost.",
+        description="Status fields counting what runs, set to 0 when the worker that ran it is lost.",
     )
 
 

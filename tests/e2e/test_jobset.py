@@ -164,3 +164,32 @@ async def test_a_suspended_jobset_stops_on_its_worker_and_resumed_it_completes(
     await management.patch(JOBSETS, "held", {"spec": {"suspend": False}}, "default")
     done = await clusters.wait_for(JOBSETS, "default", "held", has_condition("Completed"), within=90)
     assert done["metadata"]["labels"][CLUSTER_LABEL] == worker, "resumed where it was placed"
+
+
+async def test_a_jobset_on_a_lost_worker_runs_again_on_another_and_the_stale_mirror_goes(
+    jobset_clusters: Clusters,
+) -> None:
+    clusters = jobset_clusters
+    local = clusters.in_process("stops a worker's API server (test_kind pauses a worker's node instead)")
+    await clusters.restart_manager(worker_lost_timeout=2.0)
+    management = clusters.client()
+    gate = clusters.gate("moving")
+    await management.create(JOBSETS, gated("moving", str(gate)), "default")
+    user = await clusters.wait_for(JOBSETS, "default", "moving", running("workers"), within=60)
+    lost = user["metadata"]["labels"][CLUSTER_LABEL]
+    other = next(w for w in WORKERS if w != lost)
+
+    await local.stop_server(lost)
+    await clusters.wait_for(
+        JOBSETS, "default", "moving", lambda s: s["metadata"]["labels"].get(CLUSTER_LABEL) == other, within=60
+    )
+    event = await wait_for_event(management, "moving", "Redispatched")
+    assert f"worker {lost} was unreachable" in event["message"]
+    await gate.open()
+    done = await clusters.wait_for(JOBSETS, "default", "moving", has_condition("Completed"), within=90)
+    assert done["status"]["terminalState"] == "Completed"
+
+    await local.start_server(lost)
+    await clusters.wait_gone(JOBSETS, "default", "moving", cluster=lost, within=60)
+    after = await management.get(JOBSETS, "moving", "default")
+    assert after["status"] == done["status"], "the stale mirror's end does not touch the user's JobSet"

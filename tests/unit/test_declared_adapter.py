@@ -172,7 +172,7 @@ def test_priority_comes_from_the_pod_templates_and_a_rerun_keeps_restarts_but_no
     before = copy.deepcopy(user)
     assert ADAPTER.rerun_status(user) == {
         "restarts": 2,
-        "replicatedJobsStatus": [{"name": "workers", "succeeded": 1}],
+        "replicatedJobsStatus": [{"name": "workers", "active": 0, "ready": 0, "succeeded": 1}],
     }
     assert user == before
 
@@ -209,7 +209,7 @@ def test_a_kind_declared_with_its_own_paths() -> None:
     mirror = adapter.build_mirror(obj, "multiqueue")
     assert mirror["spec"]["runPolicy"] == {"suspend": False, "priorityClass": "low"}
     assert adapter.suspend_patch(True) == {"spec": {"runPolicy": {"suspend": True}}}
-    assert adapter.rerun_status(obj)["stages"] == [{"name": "s", "done": 3}]
+    assert adapter.rerun_status(obj)["stages"] == [{"name": "s", "running": 0, "done": 3}]
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ def _running_job() -> dict[str, Any]:
     ("adapter", "obj", "expected"),
     [
         pytest.param(BatchJobAdapter(), _running_job(), ("high", {"succeeded": 2}, {"active": 0, "ready": 0, "succeeded": 2}), id="Job-has-them-all"),
-        pytest.param(DeclaredAdapter(JOBGROUP), {"spec": {"priorityClassName": "low"}, "status": {"active": 2}}, ("low", None, {}), id="JobGroup-starts-over"),
+        pytest.param(DeclaredAdapter(JOBGROUP), {"spec": {"priorityClassName": "low"}, "status": {"active": 2}}, ("low", None, {"active": 0}), id="JobGroup-starts-over"),
         pytest.param(TaskAdapter(), _running_job(), (None, None, None), id="core-only-gets-the-defaults"),
     ],
 )  # fmt: skip

@@ -37,7 +37,7 @@ class DeclaredKind:
     replicated_jobs: Path = ("spec", "replicatedJobs")
     # Where its PriorityClass is named; None: the first pod template's spec.priorityClassName.
     priority_class: Path | None = None
-    # Status fields that count what runs: emptied when the mirror that ran them is lost.
+    # Status fields that count what runs: 0 once the mirror that ran them is lost.
     running: tuple[Path, ...] = (
         ("status", "replicatedJobsStatus", EACH, "active"),
         ("status", "replicatedJobsStatus", EACH, "ready"),
@@ -138,12 +138,14 @@ class DeclaredAdapter:
         return name
 
     def rerun_status(self, obj: Obj) -> Obj:
+        """Its status with every count of what runs at 0 where it was counted (a kind's schema may require the
+        field, as JobSet's replicatedJobsStatus does): nothing runs until the next mirror starts."""
         rerun = {"status": copy.deepcopy(as_dict(obj.get("status")))}
         for path in self.kind.running:
             *parent, last = path
             for holder in read(rerun, tuple(parent)):
-                if isinstance(holder, dict):
-                    holder.pop(last, None)
+                if isinstance(holder, dict) and last in holder:
+                    holder[last] = 0
         return rerun["status"]
 
 
