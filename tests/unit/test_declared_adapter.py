@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from multiqueue.api.types import Resource
@@ -18,6 +19,7 @@ from multiqueue.dispatch.generic import PodSet, StatusRefused, demand
 from multiqueue.dispatch.lifecycle import Observed, decide
 from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WaitReason, WorkerView
+from tests.support.docblocks import yaml_block
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
 ADAPTER = DeclaredAdapter(JOBSET)
@@ -253,3 +255,13 @@ def test_a_kind_declared_in_the_manager_config_has_jobsets_defaults_where_it_nam
 def test_a_declared_kind_with_a_mistake_is_refused_naming_it(declared: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):
         ManagerConfig.model_validate({"management": {"kubeconfig": "/k"}, "kinds": [declared]})
+
+
+def test_the_admin_guides_kinds_are_a_valid_config_of_three_kinds() -> None:
+    kinds = yaml.safe_load(yaml_block("docs/admin-guide.md", "## Kinds beyond Job"))
+    config = ManagerConfig.model_validate({"management": {"kubeconfig": "/k"}, **kinds})
+    assert [a.resource.kind for a in adapters_of(config.kinds)] == ["Job", "JobSet", "Trainer"]
+    trainer = adapters_of(config.kinds)[2]
+    assert isinstance(trainer, DeclaredAdapter) and trainer.kind == dataclasses.replace(
+        TRAINER, priority_class=None
+    )
