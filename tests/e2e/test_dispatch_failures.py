@@ -289,6 +289,8 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
     arrived = asyncio.Event()
     informer = dispatcher.pool.workers["worker-1"].mirrors["Job"]
     informer.add_handlers(Handlers(on_add=lambda _o: arrived.set()))
+    users = dispatcher.users["Job"]  # the sweep must know "kept" has its user, as well as see its mirror
+    users.add_handlers(Handlers(on_add=lambda _o: arrived.set()))
     worker = clusters.client("worker-1")
     for name, origin, uid in (
         ("orphan", "multiqueue", "gone"),
@@ -299,7 +301,7 @@ async def test_the_garbage_sweep_collects_orphans_only(dispatching_clusters: Clu
         body["metadata"].update(labels={ORIGIN_LABEL: origin}, annotations={ORIGIN_UID_ANNOTATION: uid})
         await worker.create(JOBS, body, "default")
     async with asyncio.timeout(30):
-        while {"default/orphan", "default/kept"} - set(informer.keys()):
+        while {"default/orphan", "default/kept"} - set(informer.keys()) or users.get("default/kept") is None:
             arrived.clear()
             await arrived.wait()
     assert [m["metadata"]["name"] for _, _, m in garbage(dispatcher.pool, dispatcher.users)] == ["orphan"]
