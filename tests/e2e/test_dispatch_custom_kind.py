@@ -37,6 +37,17 @@ async def _with_jobgroups(clusters: Clusters) -> None:
         await clusters.wait_for(CRDS, "", crd["metadata"]["name"], _established, cluster=name)
 
 
+async def _finish_mirror(clusters: Clusters, worker: str) -> None:
+    """No JobGroup controller runs on the workers here: the test plays it, finishing the mirror of "trainer"."""
+    status = {
+        "succeeded": 4,
+        "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsSucceeded"}],
+    }
+    await clusters.client(worker).patch(
+        JOBGROUPS, "trainer", {"status": status}, "default", subresource="status"
+    )
+
+
 async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_clusters: Clusters) -> None:
     dispatching_clusters.in_process(
         "dispatches JobGroup, a CRD of the tests' own that deploy/'s config and RBAC leave out"
@@ -73,14 +84,7 @@ async def test_jobgroup_is_dispatched_suspended_and_mirrored_back(dispatching_cl
         JOBGROUPS, "default", "trainer", lambda g: g["spec"].get("suspend") is True, cluster=worker
     )
 
-    # No JobGroup controller runs on the workers here: the test plays it, finishing the mirror.
-    status = {
-        "succeeded": 4,
-        "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsSucceeded"}],
-    }
-    await clusters.client(worker).patch(
-        JOBGROUPS, "trainer", {"status": status}, "default", subresource="status"
-    )
+    await _finish_mirror(clusters, worker)
     done = await clusters.wait_for(JOBGROUPS, "default", "trainer", has_condition("Completed"))
     assert done["status"]["succeeded"] == 4
     assert done["metadata"]["uid"] == created["metadata"]["uid"]
@@ -150,14 +154,7 @@ async def test_a_kind_declared_only_in_the_config_is_dispatched_end_to_end(
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
     mirror = await clusters.wait_for(JOBGROUPS, "default", "trainer", lambda g: True, cluster=worker)
     assert "managedBy" not in mirror["spec"] and mirror["spec"]["suspend"] is False
-    # No JobGroup controller runs on the workers here: the test plays it, finishing the mirror.
-    status = {
-        "succeeded": 4,
-        "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsSucceeded"}],
-    }
-    await clusters.client(worker).patch(
-        JOBGROUPS, "trainer", {"status": status}, "default", subresource="status"
-    )
+    await _finish_mirror(clusters, worker)
     done = await clusters.wait_for(JOBGROUPS, "default", "trainer", has_condition("Completed"))
     assert done["status"]["succeeded"] == 4 and done["metadata"]["uid"] == created["metadata"]["uid"]
 
