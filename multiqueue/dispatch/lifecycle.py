@@ -283,7 +283,14 @@ def _place(
     asked = demand(adapter.pod_sets(user))
     pinned = requested_worker(user, identity.holds(user))
     placement = place(
-        user, seen.workers, policy, seen.turn, exclude=frozenset(refused), demand=asked, pinned=pinned
+        user,
+        seen.workers,
+        policy,
+        seen.turn,
+        exclude=frozenset(refused),
+        demand=asked,
+        pinned=pinned,
+        kind=adapter.resource.kind,
     )
     if placement.worker is None:
         _wait(actions, placement, refused, seen.now)
@@ -359,7 +366,15 @@ def _redispatch(
     # A pin chose the first worker only; a selector still applies.
     asked = demand(adapter.pod_sets(user))
     refused = frozenset(w for w, r in seen.rejections.items() if seen.now < r.retry_at())
-    placement = place(user, seen.workers, policy, seen.turn, exclude=job.lost | refused, demand=asked)
+    placement = place(
+        user,
+        seen.workers,
+        policy,
+        seen.turn,
+        exclude=job.lost | refused,
+        demand=asked,
+        kind=adapter.resource.kind,
+    )
     if placement.worker is None:
         assert placement.reason is not None
         message = f"worker {placed} is lost; {placement.message}"

@@ -34,6 +34,7 @@ class WaitReason(enum.StrEnum):
     WORKER_INACTIVE = "WorkerInactive"  # placed on a worker that cannot be reached (not lost yet)
     MIRROR_REJECTED = "MirrorRejected"
     MIRROR_CONFLICT = "MirrorConflict"  # a Job of that name, not made for this one, is in the way there
+    KIND_NOT_SERVED = "KindNotServed"  # no worker left serves the Job's kind (its CRD is not installed there)
 
 
 # Reasons that do not pass by themselves (a worker freeing capacity or coming back): someone must change the Job,
@@ -46,6 +47,7 @@ NEEDS_A_CHANGE: Final = frozenset(
         WaitReason.NEVER_FITS,
         WaitReason.MIRROR_REJECTED,
         WaitReason.MIRROR_CONFLICT,
+        WaitReason.KIND_NOT_SERVED,
     }
 )
 
@@ -74,6 +76,8 @@ class WorkerView:
     held: bool = False
     # Resource name -> its configured quota in all (base units), as ``free`` lists them.
     capacity: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Kinds it cannot take: its API server does not serve them (their CRD is not installed there).
+    missing_kinds: frozenset[str] = frozenset()
 
 
 def beyond(demand: dict[str, float], worker: WorkerView) -> str | None:
@@ -126,17 +130,19 @@ def place(
     exclude: frozenset[str] = frozenset(),
     demand: dict[str, float] | None = None,
     pinned: str | None = None,
+    kind: str | None = None,
 ) -> Placement:
     """The worker for ``job``, asking ``demand`` (resource -> amount, all pods together) of its capacity.
 
     ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out; ``pinned`` is the only worker
-    the user allows (``mirror.requested_worker``). The steps run in order; the first that leaves the Job nowhere
-    to go says why it waits.
+    the user allows (``mirror.requested_worker``); ``kind`` is the Job's kind, which a worker must serve. The steps
+    run in order; the first that leaves the Job nowhere to go says why it waits.
     """
     asked = demand or {}
     steps: list[Step] = [
         functools.partial(keep_pinned, pinned=pinned),
         keep_accepting,
+        functools.partial(keep_serving, kind=kind),
         functools.partial(keep_selected, selector_text=annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)),
         functools.partial(keep_if_any_could_fit, demand=asked),
         keep_active,
@@ -150,6 +156,15 @@ def place(
             return kept.waiting
         candidates = kept.workers
     return Placement(choose(policy, candidates, turn))
+
+
+def keep_serving(workers: list[WorkerView], kind: str | None) -> Kept:
+    """The workers that serve the Job's kind; none left says which lack it."""
+    kept = [w for w in workers if kind is None or kind not in w.missing_kinds]
+    if workers and not kept:
+        names = ", ".join(sorted(w.name for w in workers))
+        return _waits(WaitReason.KIND_NOT_SERVED, f"no worker serves {kind}: its CRD is missing on {names}")
+    return Kept(kept)
 
 
 def keep_pinned(workers: list[WorkerView], pinned: str | None) -> Kept:

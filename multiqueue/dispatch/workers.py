@@ -24,7 +24,7 @@ from multiqueue.dispatch.mirror import ORIGIN_LABEL, cached_mirror
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError
-from multiqueue.kube.errors import Forbidden, KubeError, TransportError, Unauthorized
+from multiqueue.kube.errors import Forbidden, KubeError, NotFound, TransportError, Unauthorized
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.loop.tasks import cancel_and_wait
 
@@ -129,12 +129,22 @@ class Worker:
 
     @property
     def reason(self) -> str:
-        """Connected, or why not: what its watches say first, then its last probe."""
-        for informer in self.mirrors.values():
+        """Connected, or why not: what its watches say first, then its last probe. A kind it does not serve
+        takes only that kind away from it (:attr:`missing_kinds`), not the worker."""
+        for kind, informer in self.mirrors.items():
+            if kind in self.missing_kinds:
+                continue
             reason = health_reason(informer.last_error, informer.has_synced)
             if reason != CONNECTED:
                 return reason
         return self.probe_failure or CONNECTED
+
+    @property
+    def missing_kinds(self) -> frozenset[str]:
+        """The kinds its API server answers 404 for: their CRD is not installed there (yet)."""
+        return frozenset(
+            k for k, informer in self.mirrors.items() if isinstance(informer.last_error, NotFound)
+        )
 
     @property
     def active(self) -> bool:
@@ -249,6 +259,7 @@ class WorkerPool:
                     slow=worker.slots.slow(started),
                     held=worker.name in held,
                     capacity=dict(worker.settings.quota),
+                    missing_kinds=worker.missing_kinds,
                 )
             )
         return views
@@ -276,10 +287,22 @@ class WorkerPool:
         """Probe the worker and watch its informers; mark when it stops answering, and tell the listener when it
         is back and when it has been gone for the lost timeout."""
         reported_lost = False
+        missing: frozenset[str] = frozenset()
         while True:
             for informer in worker.mirrors.values():
                 informer.health_changed.clear()
             was_active = worker.active
+            if worker.missing_kinds != missing:
+                # A kind's CRD came or went there: the Jobs of that kind that wait look again.
+                missing = worker.missing_kinds
+                if missing:
+                    log.warning(
+                        "worker %s does not serve %s: no CRD there", worker.name, ", ".join(sorted(missing))
+                    )
+                else:
+                    log.info("worker %s serves every kind", worker.name)
+                self.listener.worker_changed(worker.name)
+                self._health_changed(worker.name)
             await self._probe(worker)
             if worker.probe_failure is None:
                 worker.last_contact = self.clock()

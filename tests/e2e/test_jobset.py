@@ -21,7 +21,7 @@ from multiqueue.api.types import JOBS
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.dispatch.config import Capacity
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, PIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition, job_body
 from tests.e2e.test_dispatch_failures import wait_for_event
 from tests.support import jobset
@@ -30,6 +30,7 @@ from tests.support.processes import REPO
 pytestmark = pytest.mark.e2e
 JOBSETS = JOBSET.resource
 WORKERS = ("worker-1", "worker-2")
+MANAGED_BY = "multiqueue.dev/dispatcher"
 
 
 @pytest.fixture
@@ -193,3 +194,44 @@ async def test_a_jobset_on_a_lost_worker_runs_again_on_another_and_the_stale_mir
     await clusters.wait_gone(JOBSETS, "default", "moving", cluster=lost, within=60)
     after = await management.get(JOBSETS, "moving", "default")
     assert after["status"] == done["status"], "the stale mirror's end does not touch the user's JobSet"
+
+
+async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_jobs(
+    dispatching_clusters: Clusters, tmp_path: Path
+) -> None:
+    clusters = dispatching_clusters
+    clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
+    folder = jobset.assets()
+    if folder is None:
+        reason = f"the JobSet controller is not built: run {jobset.BUILD_COMMAND}"
+        print(reason)
+        pytest.skip(reason)
+    for name in ("management", "worker-2"):  # worker-1 has no JobSet CRD
+        await jobset.install_crd(clusters.client(name), folder)
+    controller = jobset.JobSetController(
+        folder, clusters.kubeconfig, "worker-2", tmp_path / "jobset-worker-2"
+    )
+    await controller.start()
+    try:
+        manager = await clusters.restart_manager(kinds=["Job", "JobSet"])
+        assert manager is not None and manager.read_model is not None
+        management = clusters.client()
+        pinned = example()
+        pinned["metadata"].update(name="pinned", labels={PIN_LABEL: "worker-1"})
+        await management.create(JOBSETS, pinned, "default")
+        warning = await wait_for_event(management, "pinned", "KindNotServed")
+        assert warning["type"] == "Warning"
+        assert warning["message"] == "no worker serves JobSet: its CRD is missing on worker-1"
+
+        await management.create(JOBSETS, example(), "default")
+        done = await clusters.wait_for(JOBSETS, "default", "sweep", has_condition("Completed"), within=90)
+        assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-2"
+
+        job = job_body("plain", "true", managedBy=MANAGED_BY)
+        job["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
+        await management.create(JOBS, job, "default")
+        finished = await clusters.wait_for(JOBS, "default", "plain", has_condition("Complete"), within=60)
+        assert finished["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
+        assert {w.name: w.reason for w in manager.read_model.workers()}["worker-1"] == "Connected"
+    finally:
+        await controller.stop()

@@ -19,6 +19,7 @@ from multiqueue.dispatch.placement import (
     keep_if_any_could_fit,
     keep_pinned,
     keep_selected,
+    keep_serving,
     place,
     prefer_responsive,
 )
@@ -37,6 +38,7 @@ SMALL = view("small", capacity={"cpu": 1.0}, free={"cpu": 1.0})
 BUSY = view("busy", capacity={"cpu": 4.0}, free={"cpu": 0.5})
 FULL = view("full", max_jobs=1, load=1)
 ZERO = view("zero", max_jobs=0)
+NO_JOBSETS = view("n", missing_kinds=frozenset({"JobSet"}))
 
 
 def names(kept: Kept) -> list[str]:
@@ -63,6 +65,28 @@ def test_keep_pinned(
 ) -> None:
     result = keep_pinned(workers, pinned)
     assert (names(result), result.waiting) == (kept, waiting)
+
+
+@pytest.mark.parametrize(
+    ("workers", "kind", "kept", "waiting"),
+    [
+        pytest.param([A, NO_JOBSETS], "JobSet", ["a"], None, id="a-worker-without-the-crd-dropped"),
+        pytest.param([A, NO_JOBSETS], "Job", ["a", "n"], None, id="its-other-kinds-still-go-there"),
+        pytest.param([A, NO_JOBSETS], None, ["a", "n"], None, id="no-kind-given"),
+        pytest.param([NO_JOBSETS], "JobSet", [], waits(WaitReason.KIND_NOT_SERVED, "no worker serves JobSet: its CRD is missing on n"), id="none-serves-it"),
+        pytest.param([], "JobSet", [], None, id="no-workers-left-to-ask"),
+    ],
+)  # fmt: skip
+def test_keep_serving(
+    workers: list[WorkerView], kind: str | None, kept: list[str], waiting: Placement | None
+) -> None:
+    result = keep_serving(workers, kind)
+    assert (names(result), result.waiting) == (kept, waiting)
+
+
+def test_a_job_pinned_to_a_worker_without_its_kind_waits_saying_so() -> None:
+    placement = place(job(), [A, NO_JOBSETS], "LeastLoaded", pinned="n", kind="JobSet")
+    assert placement == waits(WaitReason.KIND_NOT_SERVED, "no worker serves JobSet: its CRD is missing on n")
 
 
 @pytest.mark.parametrize(
