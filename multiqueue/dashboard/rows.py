@@ -44,6 +44,7 @@ def worker_entry(state: WorkerState) -> Entry:
         "running": state.running,
         "capacity": {r: {"used": used, "total": total} for r, (used, total) in state.capacity.items()},
         "lastContact": _timestamp(state.last_contact),
+        "missingKinds": list(state.missing_kinds),
     }
 
 

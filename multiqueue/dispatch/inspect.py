@@ -49,6 +49,7 @@ class WorkerRow:
     labels: dict[str, str]
     # Of each configured limit, what the Jobs placed there use: "jobs" -> (used, limit), resource -> (used, quota).
     capacity: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    missing_kinds: list[str] = dataclasses.field(default_factory=list)  # kinds it takes none of: no CRD there
 
 
 @dataclasses.dataclass
@@ -176,26 +177,35 @@ def _completions(adapter: GenericJob, job: Obj) -> str:
     return f"{done}/{jobs.completions(job) or 1}"
 
 
-async def _reason(config: ManagerConfig, worker: _Worker) -> str:
-    """Connected, or why not, as the manager names it: the worker is asked for this manager's mirrors (the
-    permission the manager needs most), and a failure is named by the manager's own health rule."""
+async def _reason(config: ManagerConfig, worker: _Worker) -> tuple[str, list[str]]:
+    """Connected, or why not, as the manager names it, and the kinds the worker does not serve: the worker is
+    asked for this manager's mirrors of each kind (the permission the manager needs most); a 404 means that kind's
+    CRD is not there, any other failure is named by the manager's own health rule."""
     if worker.refused:
-        return worker.refused
+        return worker.refused, []
+    missing = []
     try:
         async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             for adapter in _adapters(config):
-                await client.list_page(
-                    adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}", limit=1
-                )
+                try:
+                    await client.list_page(
+                        adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}", limit=1
+                    )
+                except NotFound:
+                    missing.append(adapter.resource.kind)
     except (KubeError, KubeconfigError, OSError) as exc:
-        return health_reason(exc, True)
-    return CONNECTED
+        return health_reason(exc, True), []
+    return CONNECTED, missing
 
 
 def worker_row(state: WorkerState) -> WorkerRow:
     """How ``multiqueue status`` prints a worker of the read model."""
     active = "True" if state.active else f"False ({state.reason})"
-    return WorkerRow(state.name, active, state.running, dict(state.labels), dict(state.capacity))
+    if state.active and state.missing_kinds:
+        active = f"True (does not serve {', '.join(state.missing_kinds)})"
+    return WorkerRow(
+        state.name, active, state.running, dict(state.labels), dict(state.capacity), list(state.missing_kinds)
+    )
 
 
 async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[list[WorkerRow], list[JobRow]]:
@@ -215,8 +225,8 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
             if worker is not None:
                 ledger.hold((adapter.resource.kind, key_of(job)), worker, demand(adapter.pod_sets(job)))
     workers = [
-        worker_row(worker_state(w.name, w.settings, reason, ledger.usage(w.name)))
-        for w, reason in zip(known, reasons, strict=True)
+        worker_row(worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing))
+        for w, (reason, missing) in zip(known, reasons, strict=True)
     ]
     now = datetime.now(UTC)
     rows = [

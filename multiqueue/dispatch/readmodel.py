@@ -10,7 +10,7 @@ on a worker's health or the capacity its Jobs use.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from multiqueue.api.types import Obj
@@ -38,6 +38,7 @@ class WorkerState:
     lost: bool = False  # unreachable for longer than workerLostTimeout
     draining: bool = False
     last_contact: float | None = None  # when a probe was last answered, seconds since the epoch
+    missing_kinds: tuple[str, ...] = ()  # kinds it does not serve (no CRD there): it takes none of those
 
     @property
     def active(self) -> bool:
@@ -53,12 +54,21 @@ def worker_state(
     lost: bool = False,
     draining: bool = False,
     last_contact: float | None = None,
+    missing_kinds: Iterable[str] = (),
 ) -> WorkerState:
     capacity = {r: (usage.used.get(r, 0.0), quota) for r, quota in sorted(settings.quota.items())}
     if settings.max_jobs is not None:
         capacity = {"jobs": (float(usage.jobs), float(settings.max_jobs)), **capacity}
     return WorkerState(
-        name, reason, dict(settings.labels), usage.jobs, capacity, lost, draining, last_contact
+        name,
+        reason,
+        dict(settings.labels),
+        usage.jobs,
+        capacity,
+        lost,
+        draining,
+        last_contact,
+        tuple(sorted(missing_kinds)),
     )
 
 
@@ -165,6 +175,7 @@ class ReadModel:
                 lost=view.lost,
                 draining=not view.accepting,
                 last_contact=worker.last_contact,
+                missing_kinds=view.missing_kinds,
             )
             for view in pool.views(ledger)
             if (worker := pool.workers.get(view.name)) is not None

@@ -233,5 +233,11 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
         finished = await clusters.wait_for(JOBS, "default", "plain", has_condition("Complete"), within=60)
         assert finished["metadata"]["labels"][CLUSTER_LABEL] == "worker-1"
         assert {w.name: w.reason for w in manager.read_model.workers()}["worker-1"] == "Connected"
+        # multiqueue status, from the clusters, says what the manager's read model says.
+        config, contexts = clusters.reader()
+        rows, _ = await inspect.status(config, contexts)
+        assert [inspect.worker_row(s) for s in manager.read_model.workers()] == rows
+        shown = {row.name: (row.active, row.missing_kinds) for row in rows}
+        assert shown == {"worker-1": ("True (does not serve JobSet)", ["JobSet"]), "worker-2": ("True", [])}
     finally:
         await controller.stop()
