@@ -1,4 +1,5 @@
-"""The kinds the dispatcher can dispatch, one adapter a file, by the name a manager config uses for them."""
+"""The kinds the dispatcher can dispatch, by the name a manager config uses for them: batch/v1 Job by its own adapter,
+JobSet, the example JobGroup and any kind a config declares by the declared adapter."""
 
 from __future__ import annotations
 
