@@ -39,11 +39,7 @@ async def jobset_clusters(dispatching_clusters: Clusters, tmp_path: Path) -> Asy
     JobSets."""
     clusters = dispatching_clusters
     clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
-    folder = jobset.assets()
-    if folder is None:
-        reason = f"the JobSet controller is not built: run {jobset.BUILD_COMMAND}"
-        print(reason)
-        pytest.skip(reason)
+    folder = jobset.built_or_skip()
     for name in ("management", *WORKERS):
         await jobset.install_crd(clusters.client(name), folder)
     controllers = [
@@ -201,11 +197,7 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
 ) -> None:
     clusters = dispatching_clusters
     clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
-    folder = jobset.assets()
-    if folder is None:
-        reason = f"the JobSet controller is not built: run {jobset.BUILD_COMMAND}"
-        print(reason)
-        pytest.skip(reason)
+    folder = jobset.built_or_skip()
     for name in ("management", "worker-2"):  # worker-1 has no JobSet CRD
         await jobset.install_crd(clusters.client(name), folder)
     controller = jobset.JobSetController(

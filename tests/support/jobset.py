@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import yaml
 
 from multiqueue.api.types import CRDS
@@ -44,6 +45,16 @@ def assets() -> Path | None:
     )
     built = (folder / "jobset-controller").is_file() and (folder / CRD_FILE).is_file()
     return folder if built else None
+
+
+def built_or_skip() -> Path:
+    """The assets folder; the scenario skips, printing how to build them, when they are not built."""
+    folder = assets()
+    if folder is None:
+        reason = f"the JobSet controller is not built: run {BUILD_COMMAND}"
+        print(reason)
+        pytest.skip(reason)
+    return folder
 
 
 async def install_crd(client: KubeClient, folder: Path, within: float = 30.0) -> None:

@@ -58,6 +58,12 @@ def read(obj: object, path: Path) -> list[Any]:
     return found
 
 
+def holders(obj: object, path: Path) -> tuple[list[dict[str, Any]], str]:
+    """The objects that hold the last key of ``path`` (or would), and that key: where a field is set or removed."""
+    *parent, last = path
+    return [h for h in read(obj, tuple(parent)) if isinstance(h, dict)], last
+
+
 class DeclaredAdapter:
     """The adapter of a :class:`DeclaredKind`: the GenericJob core, a PriorityClass and a status for a rerun."""
 
@@ -81,14 +87,12 @@ class DeclaredAdapter:
 
     def build_mirror(self, obj: Obj, origin: str) -> Obj:
         mirror = strip_for_mirror(obj, origin)
-        *parent, last = self.kind.managed_by
-        for holder in read(mirror, tuple(parent)):
-            if isinstance(holder, dict):
-                holder.pop(last, None)
-        *parent, last = self.kind.suspend
-        for holder in read(mirror, tuple(parent)):
-            if isinstance(holder, dict):
-                holder[last] = False
+        found, key = holders(mirror, self.kind.managed_by)
+        for holder in found:
+            holder.pop(key, None)
+        found, key = holders(mirror, self.kind.suspend)
+        for holder in found:
+            holder[key] = False
         return mirror
 
     def suspend_patch(self, suspend: bool) -> Obj:
@@ -142,10 +146,10 @@ class DeclaredAdapter:
         field, as JobSet's replicatedJobsStatus does): nothing runs until the next mirror starts."""
         rerun = {"status": copy.deepcopy(as_dict(obj.get("status")))}
         for path in self.kind.running:
-            *parent, last = path
-            for holder in read(rerun, tuple(parent)):
-                if isinstance(holder, dict) and last in holder:
-                    holder[last] = 0
+            found, key = holders(rerun, path)
+            for holder in found:
+                if key in holder:
+                    holder[key] = 0
         return rerun["status"]
 
 
