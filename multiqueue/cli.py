@@ -27,7 +27,9 @@ from multiqueue.api.durations import human_duration
 from multiqueue.apiserver import decoding
 from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect
+from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
+from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
@@ -380,12 +382,13 @@ async def _listening(what: str, setting: str, address: str, serving: Awaitable[T
 
 def _reach(args: argparse.Namespace) -> tuple[ManagerConfig, Path | None]:
     """The manager config of ``--config``, with ``--kubeconfig``/``--context`` in place of its management cluster;
-    without ``--config``, the management cluster as kubectl finds it, a manager of the default name, and the path
-    of the kubeconfig (whose contexts may reach the workers)."""
+    without ``--config``, the management cluster as kubectl finds it, a manager of the default name dispatching
+    every kind multiqueue knows (those the cluster serves are shown), and the path of the kubeconfig (whose
+    contexts may reach the workers)."""
     if args.config is None:
         path = _kubectl_kubeconfig(args.kubeconfig)
         return ManagerConfig.model_validate(
-            {"management": {"kubeconfig": path, "context": args.context}}
+            {"management": {"kubeconfig": path, "context": args.context}, "kinds": list(ADAPTERS)}
         ), path
     config = _manager_config(args.config)
     chosen = {"kubeconfig": Path(args.kubeconfig) if args.kubeconfig else None, "context": args.context}
@@ -555,6 +558,11 @@ def _camel(row: dict[str, Any]) -> dict[str, Any]:
 
 def _logs(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
+    type_name, _, name = args.job.rpartition("/")
+    try:
+        kind = inspect.kind_named(config, type_name) if type_name else None
+    except inspect.UnknownKind as exc:
+        raise UsageError(f"cannot read logs: {exc}") from exc
     options = inspect.LogOptions(
         index=args.index,
         container=args.container,
@@ -564,8 +572,8 @@ def _logs(args: argparse.Namespace) -> int:
     )
     try:
         if args.follow:
-            return asyncio.run(_follow_logs(config, args.job, args.namespace, options, contexts))
-        found = asyncio.run(inspect.logs(config, args.job, args.namespace, options, contexts))
+            return asyncio.run(_follow_logs(config, name, args.namespace, options, contexts, kind))
+        found = asyncio.run(inspect.logs(config, name, args.namespace, options, contexts, kind))
     except inspect.LogsError as exc:
         raise RuntimeFailure(str(exc)) from exc
     except KubeconfigError as exc:
@@ -579,9 +587,14 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 async def _follow_logs(
-    config: ManagerConfig, job: str, namespace: str, options: inspect.LogOptions, contexts: Path | None
+    config: ManagerConfig,
+    job: str,
+    namespace: str,
+    options: inspect.LogOptions,
+    contexts: Path | None,
+    kind: GenericJob | None,
 ) -> int:
-    async for prefix, line in inspect.follow_logs(config, job, namespace, options, contexts):
+    async for prefix, line in inspect.follow_logs(config, job, namespace, options, contexts, kind):
         print(f"[{prefix}] {line}", flush=True)
     return 0
 
@@ -650,7 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
     logs = commands.add_parser(
         "logs", help="print the logs of a dispatched Job's pods, fetched from its worker"
     )
-    logs.add_argument("job", metavar="JOB", help="the Job's name on the management cluster")
+    logs.add_argument(
+        "job",
+        metavar="[TYPE/]NAME",
+        help="the Job's name on the management cluster; TYPE/NAME for another kind (jobset/NAME)",
+    )
     logs.add_argument("-n", "--namespace", default="default", help="the Job's namespace (default: default)")
     logs.add_argument("--index", type=int, help="only the pod of this completion index")
     logs.add_argument("-c", "--container", help="this container's log (needed when a pod has several)")

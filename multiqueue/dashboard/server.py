@@ -22,7 +22,7 @@ from multiqueue.api.meta import as_dict
 from multiqueue.api.types import EVENTS
 from multiqueue.dashboard.live import DEFAULT_TIMINGS, LiveView, Timings
 from multiqueue.dispatch.config import ManagerConfig
-from multiqueue.dispatch.inspect import LogOptions, LogsError, follow_logs
+from multiqueue.dispatch.inspect import LogOptions, LogsError, UnknownKind, follow_logs, kind_named
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import KubeError
@@ -138,7 +138,11 @@ async def _logs(request: web.Request) -> web.StreamResponse:
     name, namespace = request.query.get("name", ""), request.query.get("namespace", "")
     if not name or not namespace:
         return web.Response(status=400, text="name and namespace are required\n")
-    lines = follow_logs(request.app[CONFIG], name, namespace, LogOptions(all_containers=True))
+    try:
+        kind = kind_named(request.app[CONFIG], request.query.get("kind", "Job"))
+    except UnknownKind as exc:
+        return web.Response(status=400, text=f"{exc}\n")
+    lines = follow_logs(request.app[CONFIG], name, namespace, LogOptions(all_containers=True), kind=kind)
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
     try:
         first = await anext(lines, None)

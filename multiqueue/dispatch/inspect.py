@@ -21,12 +21,14 @@ from multiqueue.api.meta import (
     key_of,
     labels_of,
     metadata,
+    name_of,
     namespace_of,
     parse_time,
     uid_of,
 )
 from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj, Resource
-from multiqueue.dispatch.adapters import adapters_of
+from multiqueue.dispatch.adapters import ADAPTERS, adapters_of
+from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.capacity import Ledger, held_on
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
@@ -132,10 +134,9 @@ async def _workers(
 
 
 def _state(adapter: GenericJob, job: Obj, placed: bool) -> str:
-    if adapter.is_finished(job):
-        if adapter.resource != JOBS:
-            return "Finished"
-        return "Complete" if jobs.is_complete(job) else "Failed"
+    finish = adapter.finish(job)
+    if finish is not None:
+        return "Complete" if finish.succeeded else "Failed"
     if adapter.is_suspended(job):
         return "Suspended"
     return "Running" if placed else "Waiting"
@@ -177,7 +178,7 @@ def _completions(adapter: GenericJob, job: Obj) -> str:
     return f"{done}/{jobs.completions(job) or 1}"
 
 
-async def _reason(config: ManagerConfig, worker: _Worker) -> tuple[str, list[str]]:
+async def _reason(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob]) -> tuple[str, list[str]]:
     """Connected, or why not, as the manager names it, and the kinds the worker does not serve: the worker is
     asked for this manager's mirrors of each kind (the permission the manager needs most); a 404 means that kind's
     CRD is not there, any other failure is named by the manager's own health rule."""
@@ -186,7 +187,7 @@ async def _reason(config: ManagerConfig, worker: _Worker) -> tuple[str, list[str
     missing = []
     try:
         async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
-            for adapter in _adapters(config):
+            for adapter in kinds:
                 try:
                     await client.list_page(
                         adapter.resource, label_selector=f"{ORIGIN_LABEL}={config.name}", limit=1
@@ -214,9 +215,10 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
     identity = identity_of(config)
     async with _connect(config.management, "management") as client:
         known = await _workers(config, client, contexts)
-        listed = [(a, (await client.list(a.resource))[0]) for a in _adapters(config)]
+        listed = [(a, items) for a in _adapters(config) if (items := await _listed(client, a)) is not None]
         latest = await _latest_events(client)
-    reasons = await asyncio.gather(*(_reason(config, w) for w in known))
+    served = [adapter for adapter, _ in listed]
+    reasons = await asyncio.gather(*(_reason(config, w, served) for w in known))
     # What each worker's Jobs use, counted as the running manager's ledger counts it.
     ledger = Ledger()
     for adapter, items in listed:
@@ -236,6 +238,15 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
         if adapter.managed_by(job) == config.managed_by
     ]
     return workers, sorted(rows, key=lambda r: (r.kind, r.key))
+
+
+async def _listed(client: KubeClient, adapter: GenericJob) -> list[Obj] | None:
+    """Every object of the adapter's kind on the management cluster; None when it does not serve that kind (a
+    manager refuses to start so, but ``status`` without a manager config looks for every kind it knows)."""
+    try:
+        return (await client.list(adapter.resource))[0]
+    except NotFound:
+        return None
 
 
 def job_row(
@@ -307,7 +318,8 @@ async def follow_objects(
     field_selector: str | None = None,
 ) -> None:
     """List, then watch ``resource`` from there until cancelled, putting each object seen (not deletions) on
-    ``changes``; an expired watch lists again, and a failure is put there too."""
+    ``changes``; an expired watch lists again, and a failure is put there too. A kind the cluster does not serve
+    has nothing to follow."""
     try:
         while True:
             items, version = await client.list(resource, field_selector=field_selector)
@@ -323,7 +335,8 @@ async def follow_objects(
                         if event.get("type") in ("ADDED", "MODIFIED"):
                             await changes.put((adapter, obj))
     except (KubeError, OSError) as exc:
-        await changes.put(exc)
+        if not (isinstance(exc, NotFound) and adapter is not None):
+            await changes.put(exc)
 
 
 def identity_of(config: ManagerConfig) -> Identity:
@@ -337,6 +350,10 @@ def _adapters(config: ManagerConfig) -> list[GenericJob]:
 
 class LogsError(Exception):
     """Why no logs can be shown (one line for the person who asked)."""
+
+
+class UnknownKind(LogsError):
+    """The kind asked for is none the manager dispatches (a usage error)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,12 +376,31 @@ class LogSource:
     prefix: str
 
 
+def kind_named(config: ManagerConfig, type_name: str) -> GenericJob:
+    """The adapter of the kind ``type_name`` names as kubectl takes a TYPE (``job``, ``jobsets``,
+    ``jobset.jobset.x-k8s.io``): among the manager's kinds, then the kinds multiqueue knows without a declaration."""
+    wanted = type_name.lower()
+    for adapter in [*_adapters(config), *(make() for make in ADAPTERS.values())]:
+        resource = adapter.resource
+        names = {resource.kind.lower(), resource.plural}
+        if wanted in names or any(wanted == f"{n}.{resource.group}" for n in names):
+            return adapter
+    known = sorted({a.resource.kind for a in _adapters(config)} | set(ADAPTERS))
+    raise UnknownKind(f'no kind named "{type_name}": use one of {", ".join(known)}')
+
+
 async def logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None = None
+    config: ManagerConfig,
+    name: str,
+    namespace: str,
+    options: LogOptions,
+    contexts: Path | None = None,
+    kind: GenericJob | None = None,
 ) -> list[tuple[str, str]]:
     """(prefix, log text) of each container asked for, of the Job's pods on the worker that ran it, lowest index
-    first. ``contexts``: a kubeconfig whose context of a worker's name reaches a worker ``config`` does not know."""
-    async with _job_logs(config, name, namespace, options, contexts) as (client, sources):
+    first. ``contexts``: a kubeconfig whose context of a worker's name reaches a worker ``config`` does not know;
+    ``kind``: the adapter of a kind other than batch/v1 Job, whose Jobs' pods (or its own) are read."""
+    async with _job_logs(config, name, namespace, options, contexts, kind) as (client, sources):
         texts = await asyncio.gather(
             *(
                 client.read_log(s.pod, namespace, LogQuery(s.container, options.tail, options.timestamps))
@@ -375,10 +411,15 @@ async def logs(
 
 
 async def follow_logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None = None
+    config: ManagerConfig,
+    name: str,
+    namespace: str,
+    options: LogOptions,
+    contexts: Path | None = None,
+    kind: GenericJob | None = None,
 ) -> AsyncGenerator[tuple[str, str], None]:
     """(prefix, line) as each container asked for writes them, until every one has ended."""
-    async with _job_logs(config, name, namespace, options, contexts) as (client, sources):
+    async with _job_logs(config, name, namespace, options, contexts, kind) as (client, sources):
         lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
 
         async def follow(source: LogSource) -> None:
@@ -406,14 +447,21 @@ async def follow_logs(
 
 @asynccontextmanager
 async def _job_logs(
-    config: ManagerConfig, name: str, namespace: str, options: LogOptions, contexts: Path | None
+    config: ManagerConfig,
+    name: str,
+    namespace: str,
+    options: LogOptions,
+    contexts: Path | None,
+    kind: GenericJob | None,
 ) -> AsyncIterator[tuple[KubeClient, list[LogSource]]]:
     """A client of the worker that runs (or ran) the Job, and the containers to read: only of the mirror this
     manager made of this very Job, never of another Job of the same name there."""
-    where = f'job "{namespace}/{name}"'
+    adapter = kind or BatchJobAdapter()
+    resource = adapter.resource
+    where = f'{resource.kind.lower()} "{namespace}/{name}"'
     async with _connect(config.management, "management") as client:
         try:
-            job = await client.get(JOBS, name, namespace)
+            job = await client.get(resource, name, namespace)
         except NotFound as exc:
             raise LogsError(f"{where} not found on the management cluster") from exc
         worker_name = labels_of(job).get(CLUSTER_LABEL)
@@ -426,7 +474,7 @@ async def _job_logs(
         if worker_name in await asyncio.to_thread(_context_names, contexts):
             worker = _Worker(worker_name, WorkerSettings(), ref=ref)
     if worker is None:
-        if jobs.is_finished(job):
+        if adapter.is_finished(job):
             raise LogsError(
                 f"{where} finished and its mirror is gone from the worker; mirrors stay "
                 f"{config.mirror_ttl_after_finished:g}s after the Job finishes (mirrorTTLSecondsAfterFinished)"
@@ -434,28 +482,47 @@ async def _job_logs(
         raise LogsError(f"{where} has not been dispatched to a worker (yet)")
     async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
         try:
-            mirror = await client.get(JOBS, name, namespace)
+            mirror = await client.get(resource, name, namespace)
         except NotFound as exc:
             raise LogsError(f"{where} has no mirror on worker {worker.name} (yet)") from exc
         if annotations_of(mirror).get(ORIGIN_UID_ANNOTATION) != uid_of(job):
             raise LogsError(
-                f"the Job named {name} on worker {worker.name} was not made for this Job (another manager's, or "
-                "nobody's); its logs are not shown"
+                f"the {resource.kind} named {name} on worker {worker.name} was not made for this {resource.kind} "
+                "(another manager's, or nobody's); its logs are not shown"
             )
-        pods, _ = await client.list(
-            PODS, namespace, label_selector=f"{jobs.CONTROLLER_UID_LABEL}={uid_of(mirror)}"
-        )
+        pods = await _pods_of(client, mirror, resource)
         if options.index is not None:
             pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(options.index)]
         if not pods:
             raise LogsError(f"no pods of {where} on worker {worker.name} (not started yet)")
-        pods.sort(
-            key=lambda p: (
-                int(labels_of(p).get(jobs.COMPLETION_INDEX, "0") or 0),
-                str(metadata(p).get("name")),
-            )
-        )
         yield client, _sources(pods, options)
+
+
+async def _pods_of(client: KubeClient, mirror: Obj, resource: Resource) -> list[Obj]:
+    """The pods a mirror runs, in the order they are shown: a Job's by completion index; another kind's are any
+    pods it owns itself, then the pods of each Job it owns (as JobSet's replicated Jobs), Job by Job."""
+    if resource == JOBS:
+        return await _pods_of_job(client, mirror)
+    namespace = namespace_of(mirror)
+    children, _ = await client.list(JOBS, namespace)
+    own, _ = await client.list(PODS, namespace)
+    pods = _by_index([p for p in own if _owned_by(p, mirror)])
+    for child in sorted((j for j in children if _owned_by(j, mirror)), key=name_of):
+        pods += await _pods_of_job(client, child)
+    return pods
+
+
+async def _pods_of_job(client: KubeClient, job: Obj) -> list[Obj]:
+    selector = f"{jobs.CONTROLLER_UID_LABEL}={uid_of(job)}"
+    return _by_index((await client.list(PODS, namespace_of(job), label_selector=selector))[0])
+
+
+def _by_index(pods: list[Obj]) -> list[Obj]:
+    return sorted(pods, key=lambda p: (int(labels_of(p).get(jobs.COMPLETION_INDEX, "0") or 0), name_of(p)))
+
+
+def _owned_by(obj: Obj, owner: Obj) -> bool:
+    return any(as_dict(r).get("uid") == uid_of(owner) for r in as_list(metadata(obj).get("ownerReferences")))
 
 
 def _context_names(kubeconfig: Path) -> set[str]:

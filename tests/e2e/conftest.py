@@ -113,8 +113,9 @@ class Clusters:
 
     async def restart_manager(self, **changes: Any) -> Manager | None:
         """The manager again, with ``changes`` (ManagerConfig field names) to its config: in process on local and
-        upstream (the new Manager is returned); on kind its ConfigMap is changed and its Deployment rolled, as an
-        admin would (None; the change is undone after the scenario)."""
+        upstream (the new Manager is returned), its config file (what the multiqueue command reads) written too;
+        on kind its ConfigMap is changed and its Deployment rolled, as an admin would (None; the change is undone
+        after the scenario)."""
         if self.kind_manager is not None:
             await (self.kind_manager.reconfigure(**changes) if changes else self.kind_manager.roll())
             return None
@@ -124,6 +125,8 @@ class Clusters:
         await local.manager.stop()
         local.manager = Manager(config)
         await local.manager.start()
+        text = yaml.safe_dump(config.model_dump(mode="json", by_alias=True), sort_keys=False)
+        await asyncio.to_thread(write_private, local.state_dir / "manager.yaml", text)
         return local.manager
 
     async def set_capacity(self, capacities: dict[str, Capacity]) -> None:
@@ -144,10 +147,7 @@ class Clusters:
             w.model_copy(update={"capacity": capacities.get(w.name, w.capacity)})
             for w in local.manager.config.workers
         ]
-        manager = await self.restart_manager(workers=workers)
-        assert manager is not None
-        text = yaml.safe_dump(manager.config.model_dump(mode="json", by_alias=True), sort_keys=False)
-        await asyncio.to_thread(write_private, local.state_dir / "manager.yaml", text)
+        await self.restart_manager(workers=workers)
 
     async def manager_config(self) -> ManagerConfig:
         """The config the manager runs with (on kind: its ConfigMap's)."""

@@ -9,20 +9,24 @@ a Deployment from a locally built image, which is not there yet.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import JOBS
+from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, PIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition, job_body
+from tests.e2e.test_cli import multiqueue
 from tests.e2e.test_dispatch_failures import wait_for_event
 from tests.support import jobset
 from tests.support.processes import REPO
@@ -233,3 +237,125 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
         assert shown == {"worker-1": ("True (does not serve JobSet)", ["JobSet"]), "worker-2": ("True", [])}
     finally:
         await controller.stop()
+
+
+def with_driver(name: str) -> dict[str, Any]:
+    """The example with a second replicated Job: a driver of one pod beside the two workers of two pods."""
+    body = example()
+    body["metadata"]["name"] = name
+    driver = copy.deepcopy(body["spec"]["replicatedJobs"][0])
+    driver.update(name="driver", replicas=1)
+    driver["template"]["spec"].update(parallelism=1, completions=1)
+    driver["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "echo driver"]
+    body["spec"]["replicatedJobs"].insert(0, driver)
+    return body
+
+
+async def test_status_logs_and_the_dashboard_show_a_jobset_and_every_replicated_jobs_pods(
+    jobset_clusters: Clusters,
+) -> None:
+    clusters = jobset_clusters
+    target = clusters.cli_target()
+    await clusters.client().create(JOBSETS, with_driver("shown"), "default")
+    await clusters.wait_for(JOBSETS, "default", "shown", has_condition("Completed"), within=90)
+
+    code, out, _ = await multiqueue("logs", "jobset/shown", *target)
+    assert code == 0
+    written = [line.partition("] ")[::2] for line in out.splitlines()]
+    assert [text for _, text in written] == ["driver", "shard 0", "shard 1", "shard 0", "shard 1"]
+    pods = [prefix.lstrip("[") for prefix, _ in written]
+    assert [p.rsplit("-", 2)[0] for p in pods] == ["shown-driver-0"] + ["shown-workers-0"] * 2 + [
+        "shown-workers-1"
+    ] * 2, "each replicated Job's pods, Job by Job, lowest index first"
+    code, out, _ = await multiqueue("logs", "jobsets.jobset.x-k8s.io/shown", "--index", "1", *target)
+    assert code == 0 and [line.partition("] ")[2] for line in out.splitlines()] == ["shard 1", "shard 1"]
+    code, out, err = await multiqueue("logs", "jobsett/shown", *target)
+    assert (code, out) == (2, "") and 'no kind named "jobsett": use one of Job, JobGroup, JobSet' in err
+    code, _, err = await multiqueue("logs", "job/shown", *target)
+    assert code == 1 and 'job "default/shown" not found on the management cluster' in err
+
+    code, out, _ = await multiqueue("status", *target, "-o", "json")
+    assert code == 0
+    row = next(j for j in json.loads(out)["jobs"] if j["key"] == "default/shown")
+    assert (row["kind"], row["state"], row["reason"]) == ("JobSet", "Complete", "AllJobsCompleted")
+    code, out, _ = await multiqueue("status", *target, "-o", "name")
+    assert "jobset/default/shown" in out.splitlines()
+
+    local = clusters.in_process(
+        "serves the in-process manager's dashboard (deploy/ leaves the dashboard off)"
+    )
+    assert local.manager is not None
+    board = await dashboard.serve(local.manager)
+    assert board is not None
+    base = board.url.split("?")[0]
+    auth = {"Authorization": f"Bearer {board.access.token}"}
+    try:
+        async with aiohttp.ClientSession(headers=auth) as session:
+            async with session.get(f"{base}api/snapshot") as answer:
+                shown = next(j for j in (await answer.json())["jobs"] if j["name"] == "shown")
+            assert (shown["kind"], shown["state"]) == ("JobSet", "Complete")
+            query = {"kind": "JobSet", "namespace": "default", "name": "shown"}
+            async with session.get(f"{base}api/logs", params=query) as answer:
+                text = await answer.text()
+            assert answer.status == 200 and sorted(line.split(" ", 1)[1] for line in text.splitlines()) == [
+                "driver",
+                "shard 0",
+                "shard 0",
+                "shard 1",
+                "shard 1",
+            ]
+    finally:
+        await board.stop()
+
+
+async def test_a_failing_replicated_job_restarts_the_jobset_on_its_worker_as_its_failure_policy_says(
+    jobset_clusters: Clusters,
+) -> None:
+    clusters = jobset_clusters
+    body = example()
+    body["metadata"]["name"] = "flaky"
+    body["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    rjob = body["spec"]["replicatedJobs"][0]
+    rjob["replicas"] = 1
+    rjob["template"]["spec"].update(parallelism=1, completions=1)
+    rjob["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "exit 3"]
+    await clusters.client().create(JOBSETS, body, "default")
+    failed = await clusters.wait_for(JOBSETS, "default", "flaky", has_condition("Failed"), within=120)
+    worker = failed["metadata"]["labels"][CLUSTER_LABEL]
+    status = failed["status"]
+    assert (status["terminalState"], status["restarts"]) == ("Failed", 1), "restarted once, then failed"
+    condition = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert condition["reason"] == "ReachedMaxRestarts"
+    mirror = await clusters.client(worker).get(JOBSETS, "flaky", "default")
+    assert mirror["status"] == status, "the user's JobSet shows the worker's status whole"
+    event = await wait_for_event(clusters.client(), "flaky", "ReachedMaxRestarts")
+    assert event["type"] == "Warning" and worker in event["message"]
+
+
+async def test_jobs_and_jobsets_share_a_workers_capacity(jobset_clusters: Clusters) -> None:
+    clusters = jobset_clusters
+    await clusters.set_capacity({w: Capacity(resources={"cpu": "1"}) for w in WORKERS})
+    management = clusters.client()
+    gate = clusters.gate("holding")
+    holding = gated("holding", str(gate))
+    holding["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
+    template = holding["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    await management.create(JOBSETS, holding, "default")
+    await clusters.wait_for(JOBSETS, "default", "holding", running("workers"), within=60)
+
+    job = job_body("after", "true", managedBy=MANAGED_BY)
+    job["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    await management.create(JOBS, job, "default")
+    waiting = await wait_for_event(management, "after", "Pending")
+    assert waiting["message"] == "waiting for capacity: cpu"
+    config, contexts = clusters.reader()
+    rows, _ = await inspect.status(config, contexts)
+    assert {r.name: r.capacity for r in rows}["worker-1"] == {"cpu": (1.0, 1.0)}, "the JobSet's pod holds it"
+    assert CLUSTER_LABEL not in (await management.get(JOBS, "after", "default"))["metadata"].get("labels", {})
+
+    await gate.open()
+    await clusters.wait_for(JOBSETS, "default", "holding", has_condition("Completed"), within=90)
+    done = await clusters.wait_for(JOBS, "default", "after", has_condition("Complete"), within=90)
+    assert done["metadata"]["labels"][CLUSTER_LABEL] == "worker-1", "it ran where the JobSet's cpu was freed"

@@ -120,7 +120,8 @@ function renderTotals() {
 
 function renderWorkers() {
   const rows = state.workers.map((w) => {
-    const health = w.healthy ? "Connected" : `${w.reason}${w.lost ? " (lost)" : ""}`;
+    const missing = w.missingKinds && w.missingKinds.length ? ` (does not serve ${w.missingKinds.join(", ")})` : "";
+    const health = w.healthy ? `Connected${missing}` : `${w.reason}${w.lost ? " (lost)" : ""}`;
     const capacity = Object.entries(w.capacity).map(([name, c]) => {
       const share = c.total > 0 ? Math.min(1, c.used / c.total) : 0;
       const fill = el("i");
@@ -333,7 +334,7 @@ async function streamLogs() {
   const controller = new AbortController();
   state.logs = controller;
   try {
-    const answer = await fetch(`/api/logs?namespace=${encodeURIComponent(job.namespace)}&name=${encodeURIComponent(job.name)}`, { signal: controller.signal });
+    const answer = await fetch(`/api/logs?kind=${encodeURIComponent(job.kind)}&namespace=${encodeURIComponent(job.namespace)}&name=${encodeURIComponent(job.name)}`, { signal: controller.signal });
     const reader = answer.body.getReader();
     const decoder = new TextDecoder();
     for (;;) {
