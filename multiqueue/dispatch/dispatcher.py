@@ -186,6 +186,7 @@ class Dispatcher:
         self._released(self.ledger.release(key))
         self.metrics.forget(key)
         self.executor.rejections.pop(key, None)
+        self.executor.status_rejections.pop(key, None)
         if self._relevant(kind, user):
             self.runner.add(key)  # its mirrors go
 
@@ -250,6 +251,7 @@ class Dispatcher:
             self.executor.rejections.get(key, {}),
             self.pool.clock(),
             turn=sum(self.metrics.dispatched.values()),
+            status_rejection=self.executor.status_rejections.get(key),
         )
         with tracer.start_as_current_span("dispatch.sync", attributes={"job": name, "kind": kind}):
             actions = decide(

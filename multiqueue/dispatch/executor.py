@@ -15,7 +15,13 @@ from multiqueue.api.meta import labels_of, metadata, namespace_of
 from multiqueue.api.types import NAMESPACES, Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank
 from multiqueue.dispatch.generic import GenericJob
-from multiqueue.dispatch.lifecycle import RETRY_SOON, WORKER_BUSY_RETRY, Actions, Rejection
+from multiqueue.dispatch.lifecycle import (
+    RETRY_SOON,
+    WORKER_BUSY_RETRY,
+    Actions,
+    Rejection,
+    StatusRejection,
+)
 from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
@@ -58,6 +64,8 @@ class Executor:
         self.identity = identity
         # Key -> worker -> what the worker last answered to creating this Job's mirror.
         self.rejections: dict[Key, dict[str, Rejection]] = {}
+        # Key -> the management cluster's refusal of the status last written to the user's object.
+        self.status_rejections: dict[Key, StatusRejection] = {}
 
     async def run(
         self, key: Key, adapter: GenericJob, user: Obj | None, actions: Actions, rank: Rank
@@ -112,9 +120,7 @@ class Executor:
                 with contextlib.suppress(NotFound):
                     await client.patch(adapter.resource, _name(user), patch, namespace_of(user))
         if actions.status is not None:
-            await _or_stop(
-                self.management.update_status(adapter.resource, {**user, "status": actions.status})
-            )
+            await self._write_status(key, adapter, user, actions.status)
             if adapter.is_finished({**user, "status": actions.status}):
                 self.metrics.status_synced(key)
         if actions.unplace or actions.remove_finalizer:
@@ -125,6 +131,24 @@ class Executor:
             self.metrics.rejected["invalid_transition"] += 1
         for event in actions.events:
             self.recorder.event(user, event.type, event.reason, event.message)
+
+    async def _write_status(self, key: Key, adapter: GenericJob, user: Obj, status: Obj) -> None:
+        """The user's status; a refusal (a 4xx other than a conflict) is recorded for the next decision."""
+        try:
+            await _or_stop(self.management.update_status(adapter.resource, {**user, "status": status}))
+        except TooManyRequests:
+            raise
+        except ApiError as exc:
+            if not 400 <= exc.code < 500:
+                raise
+            earlier = self.status_rejections.get(key)
+            attempts = earlier.attempts + 1 if earlier is not None and earlier.status == status else 1
+            self.status_rejections[key] = StatusRejection(
+                status, exc.reason or type(exc).__name__, exc.message, self.pool.clock(), attempts
+            )
+            log.info("the management cluster answered %s to the status of %s/%s", exc.reason, *key)
+            raise _Stop(0) from None
+        self.status_rejections.pop(key, None)
 
     @contextlib.asynccontextmanager
     async def _talking_to(self, worker: str) -> Any:

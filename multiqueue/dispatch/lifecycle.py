@@ -33,9 +33,14 @@ WORKER_BUSY_RETRY: Final = 1.0
 RETRY_SOON: Final = 0.05
 # A mirror a worker says it has, and our cache does not show yet, is looked for again after this.
 CACHE_WAIT: Final = 0.5
-# A mirror the worker refused is tried there again after this, doubling, up to REJECTED_RETRY_MAX.
+# A mirror the worker refused (or a status the management cluster refused) is tried again after this, doubling,
+# up to REJECTED_RETRY_MAX.
 REJECTED_RETRY: Final = 10.0
 REJECTED_RETRY_MAX: Final = 300.0
+
+
+def _retry_at(at: float, attempts: int) -> float:
+    return at + min(REJECTED_RETRY_MAX, REJECTED_RETRY * 2.0 ** (attempts - 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +56,22 @@ class Rejection:
     existing_origin: str | None = None
 
     def retry_at(self) -> float:
-        backoff: float = min(REJECTED_RETRY_MAX, REJECTED_RETRY * 2.0 ** (self.attempts - 1))
-        return self.at + backoff
+        return _retry_at(self.at, self.attempts)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusRejection:
+    """The management cluster's refusal of a status written to the user's object (a CRD there whose schema is
+    stricter than the worker's, say): that same status is not written again until its back-off has passed."""
+
+    status: Obj
+    reason: str  # the API Status reason (Invalid, Forbidden, ...)
+    message: str
+    at: float
+    attempts: int = 1
+
+    def retry_at(self) -> float:
+        return _retry_at(self.at, self.attempts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +85,7 @@ class Observed:
     rejections: dict[str, Rejection]
     now: float
     turn: int = 0
+    status_rejection: StatusRejection | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,21 +255,35 @@ def _run(actions: Actions, adapter: GenericJob, identity: Identity, seen: Observ
     if adapter.is_suspended(mirror) != adapter.is_suspended(job.user):
         actions.suspend_mirror = (placed, adapter.is_suspended(job.user))
     if progress is None:  # else its status is the seeded one until it runs
-        _follow(actions, adapter, job.user, mirror, placed)
+        _follow(actions, adapter, seen, job.user, mirror, placed)
     return actions
 
 
-def _follow(actions: Actions, adapter: GenericJob, user: Obj, mirror: Obj, worker: str) -> None:
-    """The mirror's status becomes the user's, unless the user's status rules refuse it."""
+def _follow(
+    actions: Actions, adapter: GenericJob, seen: Observed, user: Obj, mirror: Obj, worker: str
+) -> None:
+    """The mirror's status becomes the user's, unless the user's status rules refuse it, or the management
+    cluster refused that very status and its back-off has not passed."""
     try:
-        actions.status = adapter.synced_status(user, mirror)
-        if actions.status is not None:
-            _finished_event(actions, adapter, {**user, "status": actions.status}, worker)
+        status = adapter.synced_status(user, mirror)
     except StatusRefused as refused:
         actions.status_refused = True
         actions.events.append(
             Event(WARNING, "StatusSyncRejected", f"status from worker {worker} not applied: {refused}")
         )
+        return
+    if status is None:
+        return
+    rejection = seen.status_rejection
+    if rejection is not None and rejection.status == status and seen.now < rejection.retry_at():
+        message = f"the management cluster refused it ({rejection.reason}): {rejection.message}"
+        actions.events.append(
+            Event(WARNING, "StatusSyncRejected", f"status from worker {worker} not applied: {message}")
+        )
+        actions.requeue_after = rejection.retry_at() - seen.now
+        return
+    actions.status = status
+    _finished_event(actions, adapter, {**user, "status": status}, worker)
 
 
 def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: str) -> None:

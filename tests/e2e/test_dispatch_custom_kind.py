@@ -17,6 +17,7 @@ from multiqueue.dispatch.config import ConfigError, DeclaredKind
 from multiqueue.dispatch.manager import Manager
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, FINALIZER_PREFIX, ORIGIN_LABEL
 from tests.e2e.conftest import Clusters, has_condition
+from tests.e2e.test_dispatch_failures import wait_for_event
 
 MIRROR_FINALIZER = FINALIZER_PREFIX + "multiqueue"  # the finalizer of the manager named multiqueue
 
@@ -179,3 +180,45 @@ async def test_a_kind_the_management_cluster_does_not_serve_is_refused_at_start(
         "kinds: Nowhere (example.com/v1 nowheres) is not served by the management cluster"
     )
     assert "install its CRD there" in message and "\n" not in message
+
+
+async def test_a_status_the_management_cluster_refuses_is_told_in_an_event_and_the_next_one_is_written(
+    dispatching_clusters: Clusters,
+) -> None:
+    """The management cluster's JobGroup CRD is stricter than the workers' (an older version of it, say): the
+    mirror's status that it refuses is not written, a Warning says why, and a status it takes goes through."""
+    clusters = dispatching_clusters
+    clusters.in_process(
+        "dispatches JobGroup, a CRD of the tests' own that deploy/'s config and RBAC leave out"
+    )
+    crd = yaml.safe_load((EXAMPLES / "jobgroup-crd.yaml").read_text())
+    for name in ("worker-1", "worker-2"):
+        await clusters.client(name).create(CRDS, crd)
+        await clusters.wait_for(CRDS, "", crd["metadata"]["name"], _established, cluster=name)
+    stricter = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    stricter["properties"] = {"succeeded": {"type": "integer", "maximum": 3}}
+    await clusters.client().create(CRDS, crd)
+    await clusters.wait_for(CRDS, "", crd["metadata"]["name"], _established)
+    await clusters.restart_manager(kinds=["Job", "JobGroup"])
+    management = clusters.client()
+    await management.create(JOBGROUPS, yaml.safe_load((EXAMPLES / "jobgroup.yaml").read_text()), "default")
+    user = await clusters.wait_for(
+        JOBGROUPS, "default", "trainer", lambda g: CLUSTER_LABEL in (g["metadata"].get("labels") or {})
+    )
+    worker = user["metadata"]["labels"][CLUSTER_LABEL]
+    await clusters.wait_for(JOBGROUPS, "default", "trainer", lambda g: True, cluster=worker)
+
+    await _finish_mirror(clusters, worker)  # succeeded: 4, more than the management cluster's schema allows
+    warning = await wait_for_event(management, "trainer", "StatusSyncRejected")
+    assert warning["type"] == "Warning"
+    assert warning["message"].startswith(
+        f"status from worker {worker} not applied: the management cluster refused it (Invalid): "
+    )
+    assert "status.succeeded" in warning["message"]
+    assert "succeeded" not in ((await management.get(JOBGROUPS, "trainer", "default")).get("status") or {})
+
+    await clusters.client(worker).patch(
+        JOBGROUPS, "trainer", {"status": {"succeeded": 3}}, "default", subresource="status"
+    )
+    done = await clusters.wait_for(JOBGROUPS, "default", "trainer", has_condition("Completed"))
+    assert done["status"]["succeeded"] == 3, "a status it takes is written at once, back-off or not"

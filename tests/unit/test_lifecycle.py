@@ -22,6 +22,7 @@ from multiqueue.dispatch.lifecycle import (
     Actions,
     Observed,
     Rejection,
+    StatusRejection,
     Waiting,
     decide,
 )
@@ -744,3 +745,42 @@ def test_a_pinned_job_with_a_conflict_on_its_worker_keeps_waiting_with_the_confl
     assert actions.waiting is not None and actions.waiting.reason == WaitReason.MIRROR_CONFLICT
     assert actions.events == [Event(WARNING, "MirrorConflict", actions.waiting.message)]
     assert actions.place_on is None and actions.create_mirror is None, "not run elsewhere"
+
+
+# --- a status the management cluster refuses ---------------------------------------------------------------------
+
+
+def _refused(status: dict[str, Any], at: float = NOW - 1, attempts: int = 1) -> StatusRejection:
+    return StatusRejection(status, "Invalid", "status.active: Invalid value: 2: must be <= 1", at, attempts)
+
+
+RUNNING = {"startTime": T0, "active": 2}
+NOT_APPLIED = (
+    "status from worker worker-1 not applied: the management cluster refused it (Invalid): "
+    "status.active: Invalid value: 2: must be <= 1"
+)
+
+
+@pytest.mark.parametrize(
+    ("rejection", "written", "requeue_after"),
+    [
+        (None, RUNNING, None),  # nothing refused: written
+        (_refused(RUNNING), None, REJECTED_RETRY - 1),  # that status refused a second ago: not again yet
+        (_refused(RUNNING, attempts=3), None, 4 * REJECTED_RETRY - 1),  # its back-off doubles
+        (_refused(RUNNING, attempts=30), None, REJECTED_RETRY_MAX - 1),  # up to the longest
+        (_refused(RUNNING, at=NOW - REJECTED_RETRY), RUNNING, None),  # back-off over: written again
+        (_refused({**RUNNING, "active": 3}), RUNNING, None),  # another status than the refused one: written
+    ],
+    ids=["none", "refused", "doubling", "at-most", "back-off-over", "other-status"],
+)
+def test_a_status_the_management_cluster_refused_waits_its_back_off_with_a_warning(
+    rejection: StatusRejection | None, written: dict[str, Any] | None, requeue_after: float | None
+) -> None:
+    user = placed(user_job(parallelism=2), "worker-1")
+    mirror = mirror_of(user, **RUNNING)
+    seen = Observed(user, {"worker-1": mirror}, TWO, {}, NOW, status_rejection=rejection)
+    actions = decide(ADAPTER, US, "LeastLoaded", seen)
+    assert actions.status == written
+    assert actions.requeue_after == requeue_after
+    warned = [Event(WARNING, "StatusSyncRejected", NOT_APPLIED)] if written is None else []
+    assert actions.events == warned
