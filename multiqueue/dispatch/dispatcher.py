@@ -31,6 +31,7 @@ from multiqueue.dispatch.placement import WorkerView
 from multiqueue.dispatch.sweep import collect_garbage, sweep_every
 from multiqueue.dispatch.workers import WorkerPool
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.errors import NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.loop.controller import Controller
@@ -120,9 +121,7 @@ class Dispatcher:
         """One unreachable worker must not hold up the others: wait a while for each cache, then go on; a worker
         whose cache has not synced counts as inactive until it does."""
         pending = [
-            asyncio.ensure_future(i.wait_for_sync())
-            for w in self.pool.workers.values()
-            for i in w.mirrors.values()
+            asyncio.ensure_future(_settled(i)) for w in self.pool.workers.values() for i in w.mirrors.values()
         ]
         _, late = await asyncio.wait(pending, timeout=WORKER_SYNC_WAIT) if pending else (set(), set())
         for future in late:
@@ -265,3 +264,11 @@ class Dispatcher:
         if actions.hold is not None:
             self._nudge(actions.hold[0])
         return requeue_after
+
+
+async def _settled(informer: Informer) -> None:
+    """Its cache synced, or its kind not served there: a 404 (the CRD is not installed) is an answer that no
+    wait turns into a sync."""
+    await informer.wait_for_answer()
+    if not isinstance(informer.last_error, NotFound):
+        await informer.wait_for_sync()

@@ -59,12 +59,14 @@ class Selection:
 
 class _Health:
     """Whether the cache has synced and whether the last LIST or WATCH failed: how callers tell that a cluster
-    is unreachable. ``changed`` is set whenever ``healthy`` flips; waiters clear it."""
+    is unreachable. ``changed`` is set whenever ``healthy`` flips; waiters clear it. ``answered`` is set once the
+    server has answered at all, with a list or an error."""
 
     def __init__(self) -> None:
         self.synced = asyncio.Event()
         self.last_error: Exception | None = None
         self.changed = asyncio.Event()
+        self.answered = asyncio.Event()
 
     @property
     def healthy(self) -> bool:
@@ -74,12 +76,14 @@ class _Health:
         if self.last_error is None:
             self.changed.set()
         self.last_error = exc
+        self.answered.set()
 
     def listed(self) -> None:
         if self.last_error is not None or not self.synced.is_set():
             self.changed.set()
         self.last_error = None
         self.synced.set()
+        self.answered.set()
 
 
 # What an informer keeps of each object it is given.
@@ -166,6 +170,10 @@ class Informer:
 
     async def wait_for_sync(self) -> None:
         await self._health.synced.wait()
+
+    async def wait_for_answer(self) -> None:
+        """Until the first LIST has been answered, with the objects or an error (:attr:`last_error`)."""
+        await self._health.answered.wait()
 
     # --- running ---------------------------------------------------------------------------------------------
 

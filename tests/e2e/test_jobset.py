@@ -8,6 +8,7 @@ a Deployment from a locally built image, which is not there yet.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,7 @@ import yaml
 from multiqueue.api.meta import as_dict
 from multiqueue.api.types import JOBS
 from multiqueue.dashboard import server as dashboard
-from multiqueue.dispatch import inspect
+from multiqueue.dispatch import dispatcher, inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, PIN_LABEL
@@ -197,7 +198,7 @@ async def test_a_jobset_on_a_lost_worker_runs_again_on_another_and_the_stale_mir
 
 
 async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_jobs(
-    dispatching_clusters: Clusters, tmp_path: Path
+    dispatching_clusters: Clusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clusters = dispatching_clusters
     clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
@@ -209,7 +210,10 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
     )
     await controller.start()
     try:
-        manager = await clusters.restart_manager(kinds=["Job", "JobSet"])
+        # The 404 of worker-1 for JobSets is its answer: the manager does not wait for that cache to sync.
+        monkeypatch.setattr(dispatcher, "WORKER_SYNC_WAIT", 3600.0)
+        async with asyncio.timeout(60):
+            manager = await clusters.restart_manager(kinds=["Job", "JobSet"])
         assert manager is not None and manager.read_model is not None
         management = clusters.client()
         pinned = example()
