@@ -291,10 +291,11 @@ def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: 
     finish = adapter.finish(synced)
     if finish is None:
         return
+    kind = adapter.resource.kind
     if finish.succeeded:
-        actions.events.append(Event(NORMAL, "Completed", f"Job completed on worker {worker}"))
+        actions.events.append(Event(NORMAL, "Completed", f"{kind} completed on worker {worker}"))
         return
-    message = f"{finish.message} (on worker {worker})" if finish.message else f"Job failed on worker {worker}"
+    message = f"{finish.message} (on worker {worker})" if finish.message else f"{kind} failed on worker {worker}"
     actions.events.append(Event(WARNING, finish.reason, message))
 
 

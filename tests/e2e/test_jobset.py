@@ -77,6 +77,8 @@ async def test_a_jobset_runs_under_the_real_controller_on_a_worker_and_its_statu
     )
     worker = user["metadata"]["labels"][CLUSTER_LABEL]
     done = await clusters.wait_for(JOBSETS, "default", "sweep", has_condition("Completed"), within=90)
+    completed = await wait_for_event(management, "sweep", "Completed")
+    assert completed["message"] == f"JobSet completed on worker {worker}"
     status = as_dict(done.get("status"))
     assert status["terminalState"] == "Completed"
     assert [(r["name"], r["succeeded"]) for r in status["replicatedJobsStatus"]] == [("workers", 2)]

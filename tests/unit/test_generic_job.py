@@ -193,7 +193,7 @@ def test_a_finished_task_says_how_then_its_mirror_and_finalizer_go() -> None:
     done = {"conditions": [cond("Done", reason="AllDone", time=T1)]}
     synced = run(user, {"w1": mirror_of(user, **done)})
     assert synced.status == done
-    assert synced.events == [Event(NORMAL, "Completed", "Job completed on worker w1")]
+    assert synced.events == [Event(NORMAL, "Completed", "Task completed on worker w1")]
     finished = placed(task(), "w1", **done)
     assert run(finished, {"w1": mirror_of(finished, **done)}).delete_mirrors == [
         ("w1", mirror_of(finished, **done))
