@@ -183,6 +183,17 @@ _SELECTABLE: Final[dict[tuple[str, str], dict[str, _Extract]]] = {
         "source": _event_source,
         "type": _at("type"),
     },
+    # events.k8s.io/v1 names the fields its own way and selects on the core ones (the stored Event is read).
+    ("events.k8s.io", "Event"): {
+        **_NAMESPACED,
+        **{
+            f"regarding.{f}": _at(f"involvedObject.{f}")
+            for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+        },
+        "reason": _at("reason"),
+        "reportingController": _at("reportingComponent"),
+        "type": _at("type"),
+    },
     ("batch", "Job"): {**_NAMESPACED, "status.successful": _at("status.succeeded", "0")},
     ("", "Secret"): {**_NAMESPACED, "type": _at("type")},
     ("", "Service"): {**_NAMESPACED, "spec.clusterIP": _at("spec.clusterIP"), "spec.type": _at("spec.type")},
@@ -210,7 +221,15 @@ def unsupported_fields(group: str, kind: str, selector: FieldSelector) -> list[s
 
 # Kinds whose group registers its own field-label conversion; the others get the generic one's words.
 _CONVERTED: Final = frozenset(
-    {("", "Pod"), ("", "Node"), ("", "Event"), ("", "Namespace"), ("", "Secret"), ("", "Service")}
+    {
+        ("", "Pod"),
+        ("", "Node"),
+        ("", "Event"),
+        ("events.k8s.io", "Event"),
+        ("", "Namespace"),
+        ("", "Secret"),
+        ("", "Service"),
+    }
 )
 
 

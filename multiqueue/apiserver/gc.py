@@ -78,7 +78,7 @@ class GarbageCollector:
     def _scan(self) -> Iterator[WorkItem]:
         """What a start looks at: finish what was in flight and collect dependents whose owners are gone (after a
         restart)."""
-        for rtype in self.registry:
+        for rtype in self.registry.storages():
             for obj in self.store.list_objects(rtype.key):
                 meta = metadata(obj)
                 if meta.get("deletionTimestamp"):
@@ -155,9 +155,8 @@ class GarbageCollector:
         if namespace is None or not metadata(namespace).get("deletionTimestamp"):
             return
         remaining = 0
-        # A CRD served in several versions stores its objects once: visit each storage key once.
-        types = {t.key: t for t in self.registry if t.namespaced}
-        for rtype in types.values():
+        # A CRD served in several versions, or Events in two groups, are stored once: each storage is visited once.
+        for rtype in (t for t in self.registry.storages() if t.namespaced):
             for obj in self.store.list_latest(rtype.key, name):
                 remaining += 1
                 if not metadata(obj).get("deletionTimestamp"):

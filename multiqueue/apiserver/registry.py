@@ -22,11 +22,11 @@ class Registry:
         self._by_crd: dict[str, list[ResourceType]] = {}
         self.generation = 0  # moves whenever the set of types changes; caches of discovery key on it
         for rtype in BUILTIN:
-            self._add(rtype, strategy_for(rtype.key, rtype.namespaced))
+            self._add(rtype, strategy_for(rtype.resource, rtype.namespaced))
 
     def _add(self, rtype: ResourceType, strategy: Strategy) -> None:
         self._types[(rtype.group, rtype.version, rtype.plural)] = rtype
-        self._strategies[rtype.key] = strategy
+        self._strategies[rtype.resource] = strategy
         self.generation += 1
 
     def __iter__(self) -> Iterator[ResourceType]:
@@ -36,10 +36,19 @@ class Registry:
         return self._types.get((group, version, plural))
 
     def by_key(self, key: str) -> list[ResourceType]:
-        return [t for t in self._types.values() if t.key == key]
+        """The types served over the storage ``key``, the one that owns it (core v1 Events) first."""
+        return sorted((t for t in self._types.values() if t.key == key), key=lambda t: bool(t.stored_as))
+
+    def storages(self) -> list[ResourceType]:
+        """One type per storage key, the one that owns it: what a walk over every stored object visits."""
+        owners: dict[str, ResourceType] = {}
+        for rtype in self._types.values():
+            if not rtype.stored_as:
+                owners.setdefault(rtype.key, rtype)
+        return list(owners.values())
 
     def strategy(self, rtype: ResourceType) -> Strategy:
-        return self._strategies[rtype.key]
+        return self._strategies[rtype.resource]
 
     # --- CustomResourceDefinitions ---------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """The resource types a local API server serves: the built-in kinds and those CustomResourceDefinitions add.
 
 One :class:`ResourceType` describes everything discovery, OpenAPI, routing and tables need to know about a kind;
-behaviour specific to a kind (defaulting, validation) lives in the strategies, keyed by :attr:`ResourceType.key`.
+behaviour specific to a kind (defaulting, validation) lives in the strategies, keyed by
+:attr:`ResourceType.resource`. Two types may share one storage (:attr:`ResourceType.key`): the versions of a CRD,
+and Events, served as core v1 and as events.k8s.io/v1 over the same objects.
 """
 
 from __future__ import annotations
@@ -33,15 +35,29 @@ class ResourceType:
     # For kinds a CRD defines: its openAPIV3Schema and printer columns, served as given.
     schema: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
     printer_columns: tuple[dict[str, Any], ...] = dataclasses.field(default=(), compare=False)
+    # The storage key of another type whose objects this one serves, converted (events.k8s.io/v1 Events are
+    # the core v1 ones); "" when the type has its own.
+    stored_as: str = ""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def key(self) -> str:
-        """``batch/jobs``; core kinds have no group: ``pods``. Unique per server, used as the storage key."""
+    def resource(self) -> str:
+        """``batch/jobs``; core kinds have no group: ``pods``. Unique per served group and resource."""
         return f"{self.group}/{self.plural}" if self.group else self.plural
+
+    @property
+    def key(self) -> str:
+        """The storage key: :attr:`resource`, or the key of the type whose objects this one serves."""
+        return self.stored_as or self.resource
+
+    @property
+    def storage_group(self) -> str:
+        """The group of the objects as stored: errors that name the kind (422 Invalid, a failed precondition)
+        name it in this group, as upstream names the internal type (core for events.k8s.io Events)."""
+        return self.key.rpartition("/")[0]
 
     @property
     def list_kind(self) -> str:
@@ -99,6 +115,18 @@ BUILTIN: Final = (
         model="V1CronJob",
     ),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, model="V1Lease"),
+    # The core Events again, as the newer API shows them (client-go's events recorder writes here).
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        "event",
+        True,
+        ("ev",),
+        model="EventsV1Event",
+        stored_as="events",
+    ),
     # Stored and served, not acted on (no controllers for them): so manifests such as deploy/ apply here too.
     ResourceType(
         "", "v1", "Service", "services", "service", True, ("svc",), ("all",), ("status",), model="V1Service"

@@ -23,7 +23,7 @@ from multiqueue.apiserver.openapi import kind_structure
 from multiqueue.apiserver.registry import Registry
 from multiqueue.apiserver.resources import ResourceType
 from multiqueue.apiserver.rules import apply as smd
-from multiqueue.apiserver.rules import continuation, managedfields, patches, schemas
+from multiqueue.apiserver.rules import continuation, eventsv1, managedfields, patches, schemas
 from multiqueue.apiserver.store import Expired, Store
 from multiqueue.apiserver.strategies import BACKGROUND, FOREGROUND, ORPHAN, Strategy
 from multiqueue.loop.errors import ExpectedFailure
@@ -45,6 +45,12 @@ JSON_PATCH: Final = "application/json-patch+json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
 APPLY_PATCH: Final = "application/apply-patch+yaml"
+# (kind, apiVersion of the object, apiVersion shown) -> the conversion, for kinds served in two groups over one
+# storage; objects of a CRD's versions need none (only their apiVersion differs).
+CONVERSIONS: Final[dict[tuple[str, str, str], Callable[[Obj], Obj]]] = {
+    ("Event", eventsv1.CORE_API_VERSION, eventsv1.API_VERSION): eventsv1.from_core,
+    ("Event", eventsv1.API_VERSION, eventsv1.CORE_API_VERSION): eventsv1.to_core,
+}
 
 
 class ApiError(ExpectedFailure):
@@ -171,13 +177,30 @@ class Rest:
         resources' items keep theirs."""
         if rtype.schema is not None:
             return self._present(rtype, obj)
-        return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return {k: v for k, v in self._present(rtype, obj).items() if k not in ("apiVersion", "kind")}
 
     def _present(self, rtype: ResourceType, obj: Obj) -> Obj:
-        """Objects of a CRD served in several versions carry the version they were asked for."""
-        if obj.get("apiVersion") != rtype.api_version:
-            return {**obj, "apiVersion": rtype.api_version}
-        return obj
+        """An object as the version asked for shows it: a stored core Event converted for events.k8s.io/v1;
+        objects of a CRD served in several versions carry the version they were asked for."""
+        shown = obj.get("apiVersion")
+        if shown == rtype.api_version:
+            return obj
+        convert = CONVERSIONS.get((rtype.kind, str(shown), rtype.api_version))
+        if convert is not None:
+            return convert(obj)
+        return {**obj, "apiVersion": rtype.api_version}
+
+    def _served(self, rtype: ResourceType, stored: Obj) -> Obj:
+        """A stored object to be written through a type that serves another type's storage, in its own shape."""
+        return self._present(rtype, stored) if rtype.stored_as else stored
+
+    def _stored(self, rtype: ResourceType, obj: Obj) -> Obj:
+        """An object written through ``rtype`` as its storage keeps it (an events.k8s.io/v1 Event as core v1)."""
+        if not rtype.stored_as:
+            return obj
+        owner = self.registry.by_key(rtype.key)[0]
+        convert = CONVERSIONS[(rtype.kind, rtype.api_version, owner.api_version)]
+        return convert(obj)
 
     # --- create ----------------------------------------------------------------------------------------------
 
@@ -224,7 +247,7 @@ class Rest:
         self._check_creatable_in(rtype, namespace, str(metadata(obj).get("name")))
         if dry_run:
             return obj  # never stored: no resourceVersion, as upstream answers
-        return self._present(rtype, await self.store.put(rtype.key, obj))
+        return self._present(rtype, await self.store.put(rtype.key, self._stored(rtype, obj)))
 
     def _generated_name(self, rtype: ResourceType, namespace: str, prefix: str) -> str:
         prefix = prefix[: 63 - 5]
@@ -274,7 +297,7 @@ class Rest:
         new = self._decode_body(rtype, body)
         meta = metadata(new)
         _check_name(meta, name)
-        old = self._current(rtype, namespace, name)
+        old = self._served(rtype, self._current(rtype, namespace, name))
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != metadata(old).get("resourceVersion"):
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, MODIFIED_MESSAGE))
@@ -291,7 +314,7 @@ class Rest:
         dry_run: bool = False,
         manager: str = "",
     ) -> Obj:
-        old = self._current(rtype, namespace, name)
+        old = self._served(rtype, self._current(rtype, namespace, name))
         base = old  # every patch function returns a new object and leaves its input alone
         try:
             if content_type == JSON_PATCH:
@@ -340,6 +363,8 @@ class Rest:
     ) -> tuple[Obj, bool]:
         """Server-side apply of ``config`` as ``manager``; the object, and whether it was created."""
         current = self.store.latest(rtype.key, namespace if rtype.namespaced else "", name)
+        if current is not None:
+            current = self._served(rtype, current)
         if current is None and subresource:
             raise ApiError(errors.not_found_status(rtype.plural, rtype.group, name))
         zero = {
@@ -368,7 +393,7 @@ class Rest:
         if applied.managed_fields is None:
             meta.pop("managedFields", None)
         else:
-            meta["managedFields"] = applied.managed_fields
+            meta["managedFields"] = self._own_group_entries(rtype, applied.managed_fields)
         if current is None and meta.get("uid"):
             why = f"uid mismatch: the provided object specified uid {meta['uid']}, and no existing object was found"
             raise ApiError(errors.conflict_status(rtype.plural, rtype.group, name, why))
@@ -407,7 +432,14 @@ class Rest:
         if entries is None:
             meta.pop("managedFields", None)
         else:
-            meta["managedFields"] = entries
+            meta["managedFields"] = self._own_group_entries(rtype, entries)
+
+    def _own_group_entries(self, rtype: ResourceType, entries: list[Obj]) -> list[Obj]:
+        """Of an object served in two groups (Events), the entries of the group written through: upstream cannot
+        carry the other group's field sets over a write and drops them."""
+        if not any(t.group != rtype.group for t in self.registry.by_key(rtype.key)):
+            return entries
+        return [e for e in entries if str(e.get("apiVersion") or "").rpartition("/")[0] == rtype.group]
 
     async def replace(
         self,
@@ -485,7 +517,7 @@ class Rest:
             raise _error(
                 422,
                 "Invalid",
-                f'{errors.qualified_kind(rtype.kind, rtype.group)} "{old_meta.get("name")}" is invalid: '
+                f'{errors.qualified_kind(rtype.kind, rtype.storage_group)} "{old_meta.get("name")}" is invalid: '
                 "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
             )
         if strategy.tracks_generation and _spec_changed(new, old):
@@ -497,7 +529,7 @@ class Rest:
             return self._present(rtype, new if dry_run else old)
         if _ready_to_go(rtype, new):
             return self._present(rtype, await self._finalize(rtype, new))
-        return self._present(rtype, await self.store.put(rtype.key, new))
+        return self._present(rtype, await self.store.put(rtype.key, self._stored(rtype, new)))
 
     @staticmethod
     def _finalizers_added_while_deleting(new: Obj, old: Obj) -> bool:
@@ -576,7 +608,7 @@ class Rest:
                 raise ApiError(
                     errors.conflict_status(
                         rtype.kind,
-                        rtype.group,
+                        rtype.storage_group,
                         str(meta.get("name")),
                         f"the {label} in the precondition ({wanted}) does not match the {label} in record "
                         f"({meta.get(field)}). The object might have been {why}",
@@ -661,7 +693,7 @@ class Rest:
     def _raise_invalid(rtype: ResourceType, obj: Obj, problems: list[errors.FieldError]) -> None:
         if problems:
             name = str(metadata(obj).get("name") or metadata(obj).get("generateName") or "")
-            raise ApiError(errors.invalid_status(rtype.kind, rtype.group, name, problems))
+            raise ApiError(errors.invalid_status(rtype.kind, rtype.storage_group, name, problems))
 
 
 def _check_name(meta: Obj, name: str) -> None:

@@ -25,6 +25,7 @@ from multiqueue.api.types import Obj
 from multiqueue.apiserver.rules import (
     configs,
     events,
+    eventsv1,
     leases,
     namespaces,
     priorityclasses,
@@ -461,6 +462,21 @@ class EventStrategy(Strategy):
         return super().validate_update(new, old) + events.validate_event_update(new)
 
 
+class EventsV1Strategy(Strategy):
+    """Events written through events.k8s.io/v1 (objects in that version's shape; stored as core ones)."""
+
+    allow_create_on_update = True
+
+    def default(self, obj: Obj) -> None:
+        eventsv1.default_event(obj)
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        return eventsv1.validate_create(obj)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
+        return eventsv1.validate_update(new, old)
+
+
 class LeaseStrategy(Strategy):
     allow_create_on_update = True
 
@@ -506,6 +522,7 @@ class CreateOnUpdateStrategy(Strategy):
 _BUILTIN: Final[dict[str, type[Strategy]]] = {
     "scheduling.k8s.io/priorityclasses": PriorityClassStrategy,
     "events": EventStrategy,
+    "events.k8s.io/events": EventsV1Strategy,
     "configmaps": ConfigMapStrategy,
     "coordination.k8s.io/leases": LeaseStrategy,
     "services": ServiceStrategy,
@@ -523,5 +540,6 @@ _BUILTIN: Final[dict[str, type[Strategy]]] = {
 }
 
 
-def strategy_for(key: str, namespaced: bool) -> Strategy:
-    return _BUILTIN.get(key, Strategy)(namespaced)
+def strategy_for(resource: str, namespaced: bool) -> Strategy:
+    """The strategy of a built-in ``resource`` (``batch/jobs``: a type's :attr:`ResourceType.resource`)."""
+    return _BUILTIN.get(resource, Strategy)(namespaced)

@@ -25,6 +25,7 @@ from multiqueue.api.labelselectors import label_selector_from_dict
 from multiqueue.api.meta import as_dict, as_list, find_condition, metadata, parse_time
 from multiqueue.api.types import Obj
 from multiqueue.apiserver.resources import ResourceType
+from multiqueue.apiserver.rules import eventsv1
 
 Cells = Callable[[Obj, datetime], list[Any]]
 
@@ -498,6 +499,12 @@ def _event_printer() -> Printer:
     return Printer(columns, _event_cells)
 
 
+def _events_v1_printer() -> Printer:
+    """events.k8s.io/v1 Events print as the core ones (upstream prints both from the one internal Event)."""
+    core = _event_printer()
+    return Printer(core.columns, lambda obj, now: core.cells(eventsv1.to_core(obj), now))
+
+
 def _format_labels(labels: Any) -> str:
     """A map of labels as upstream prints one: ``k=v`` sorted by key, comma-separated; "<none>" when empty."""
     pairs = sorted(as_dict(labels).items())
@@ -702,6 +709,7 @@ def _builtin_printers() -> dict[str, Printer]:
         "pods": _pod_printer(),
         "nodes": _node_printer(),
         "events": _event_printer(),
+        "events.k8s.io/events": _events_v1_printer(),
         "namespaces": _simple_printer(
             (Column("Status", "string", "The status of the namespace"),),
             lambda ns: [str(as_dict(ns.get("status")).get("phase") or "")],
@@ -893,7 +901,7 @@ def printer_for(rtype: ResourceType) -> Printer:
     """
     if rtype.model is None:
         return _custom_printer(rtype)
-    return _builtin_printers().get(rtype.key) or _simple_printer((), lambda obj: [])
+    return _builtin_printers().get(rtype.resource) or _simple_printer((), lambda obj: [])
 
 
 # --- tables -------------------------------------------------------------------------------------------------

@@ -87,6 +87,13 @@ async def test_a_jobset_runs_under_the_real_controller_on_a_worker_and_its_statu
     mirror = await clusters.client(worker).get(JOBSETS, "sweep", "default")
     assert mirror["metadata"]["labels"][ORIGIN_LABEL] == "multiqueue"
     assert "managedBy" not in mirror["spec"] and mirror["metadata"]["uid"] != created["metadata"]["uid"]
+    # The controller records through events.k8s.io/v1; the worker's users read its Events as core ones.
+    recorded = await wait_for_event(clusters.client(worker), "sweep", "AllJobsCompleted")
+    assert (recorded["involvedObject"]["uid"], recorded["reportingComponent"], recorded["type"]) == (
+        mirror["metadata"]["uid"],
+        "jobset",
+        "Normal",
+    )
     children, _ = await clusters.client(worker).list(
         JOBS, "default", label_selector="jobset.sigs.k8s.io/jobset-name=sweep"
     )

@@ -20,6 +20,7 @@ STRATEGIC: Final = "application/strategic-merge-patch+json"
 APPLY: Final = "application/apply-patch+yaml"
 PREFIX: Final = "fid-"  # every namespace and cluster-scoped object the script makes
 NOWHERE: Final = "fid-nowhere"  # a node no kubelet runs: pods bound there stay as written
+EVENT_TIME: Final = "2026-01-02T03:04:05.123456Z"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +167,27 @@ KINDS: Final[tuple[Kind, ...]] = (
         (),
         {"involvedObject": {"namespace": "other-namespace"}},
         field_selector="reason=Checked",
+    ),
+    Kind(
+        "eventv1",
+        "events.k8s.io/v1",
+        "events",
+        "Event",
+        True,
+        lambda n, _l: {
+            "eventTime": EVENT_TIME,
+            "reportingController": "fidelity.example.com/script",
+            "reportingInstance": "fidelity-1",
+            "action": "Check",
+            "reason": "Checked",
+            "note": "checked by the fidelity script",
+            "type": "Normal",
+            "regarding": {"kind": "ConfigMap", "name": n, "namespace": "{ns}", "apiVersion": "v1"},
+        },
+        {"series": {"count": 2, "lastObservedTime": "2026-01-02T03:05:06.000000Z"}},
+        (),
+        {"type": "Sometimes"},
+        field_selector="regarding.kind=ConfigMap,reportingController=fidelity.example.com/script",
     ),
     Kind(
         "lease",
@@ -749,6 +771,155 @@ def _job_steps() -> list[Action]:
     ]
 
 
+def _events_v1_steps() -> list[Action]:
+    """What client-go's events recorder (controller-runtime's, the JobSet controller's) does through
+    events.k8s.io/v1, and the one Event storage read through both groups."""
+    v1 = "/apis/events.k8s.io/v1/namespaces/{ns}/events"
+    core = "/api/v1/namespaces/{ns}/events"
+    regarding = {
+        "kind": "JobSet",
+        "name": "sweep",
+        "namespace": "{ns}",
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    }
+    recorded = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "sweep.18ec3701d1769bcf"},
+        "eventTime": EVENT_TIME,
+        "reportingController": "jobset",
+        "reportingInstance": "jobset-controller-7d9f",
+        "action": "Create",
+        "reason": "SuccessfulCreate",
+        "note": "created Job sweep-workers-0",
+        "type": "Normal",
+        "regarding": regarding,
+    }
+    legacy = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "legacy.1"},
+        "involvedObject": {**regarding, "uid": "0f0e0d0c-0000-4000-8000-000000000001"},
+        "reason": "Started",
+        "message": "written through the core API",
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": "node-1"},
+        "count": 3,
+        "firstTimestamp": "2026-01-02T03:04:05Z",
+        "lastTimestamp": "2026-01-02T03:14:05Z",
+    }
+    return [
+        Step("eventv1-extra/create-recorded", "POST", v1, body=recorded),
+        Step("eventv1-extra/read-as-core", "GET", f"{core}/sweep.18ec3701d1769bcf"),
+        Step(
+            "eventv1-extra/patch-series",
+            "PATCH",
+            f"{v1}/sweep.18ec3701d1769bcf",
+            body={"series": {"count": 2, "lastObservedTime": "2026-01-02T03:09:05.654321Z"}},
+            content_type=STRATEGIC,
+        ),
+        Step("eventv1-extra/read-series-as-core", "GET", f"{core}/sweep.18ec3701d1769bcf"),
+        Step("eventv1-extra/create-core", "POST", core, body=legacy),
+        Step("eventv1-extra/read-core-as-v1", "GET", f"{v1}/legacy.1"),
+        Step("eventv1-extra/list-v1", "GET", v1),
+        Step("eventv1-extra/list-core", "GET", core),
+        Step("eventv1-extra/list-regarding", "GET", v1, query={"fieldSelector": "regarding.name=sweep"}),
+        Step("eventv1-extra/list-type", "GET", v1, query={"fieldSelector": "type=Warning"}),
+        Step(
+            "eventv1-extra/list-core-label-unsupported",
+            "GET",
+            v1,
+            query={"fieldSelector": "involvedObject.name=sweep"},
+        ),
+        Step("eventv1-extra/list-core-source", "GET", core, query={"fieldSelector": "source=jobset"}),
+        Step(
+            "eventv1-extra/list-core-reporting",
+            "GET",
+            core,
+            query={"fieldSelector": "reportingComponent=jobset"},
+        ),
+        Step(
+            "eventv1-extra/create-deprecated-set",
+            "POST",
+            v1,
+            body=_merged(
+                recorded,
+                {
+                    "metadata": {"name": "deprecated"},
+                    "deprecatedCount": 2,
+                    "deprecatedSource": {"component": "x"},
+                    "deprecatedFirstTimestamp": "2026-01-02T03:04:05Z",
+                    "deprecatedLastTimestamp": "2026-01-02T03:04:05Z",
+                },
+            ),
+        ),
+        Step(
+            "eventv1-extra/create-bare",
+            "POST",
+            v1,
+            body={"metadata": {"name": "bare"}, "regarding": regarding, "note": "n" * 1025},
+        ),
+        Step(
+            "eventv1-extra/create-no-reporter",
+            "POST",
+            v1,
+            body=_merged(
+                recorded,
+                {"metadata": {"name": "no-reporter"}, "reportingController": "", "action": "", "reason": ""},
+            ),
+        ),
+        Step(
+            "eventv1-extra/create-bad-series",
+            "POST",
+            v1,
+            body=_merged(recorded, {"metadata": {"name": "bad-series"}, "series": {"count": 1}}),
+        ),
+        Step(
+            "eventv1-extra/create-core-new-style",
+            "POST",
+            core,
+            body={
+                "metadata": {"name": "new-style"},
+                "involvedObject": regarding,
+                "eventTime": EVENT_TIME,
+                "reason": "Checked",
+                "type": "Sometimes",
+            },
+        ),
+        Step(
+            "eventv1-extra/patch-immutable",
+            "PATCH",
+            f"{v1}/sweep.18ec3701d1769bcf",
+            body={"note": "changed", "action": "Delete", "reportingInstance": "other"},
+            content_type=MERGE,
+        ),
+        Step(
+            "eventv1-extra/patch-immutable-regarding",
+            "PATCH",
+            f"{v1}/sweep.18ec3701d1769bcf",
+            body={"regarding": {"name": "other"}},
+            content_type=MERGE,
+        ),
+        Step(
+            "eventv1-extra/core-update-through-core",
+            "PATCH",
+            f"{core}/sweep.18ec3701d1769bcf",
+            body={"message": "changed through the core API", "count": 4},
+            content_type=MERGE,
+        ),
+        Step("eventv1-extra/read-changed-as-v1", "GET", f"{v1}/sweep.18ec3701d1769bcf"),
+        Step(
+            "eventv1-extra/patch-core-made-through-v1",
+            "PATCH",
+            f"{v1}/legacy.1",
+            body={"metadata": {"labels": {"seen": "v1"}}},
+            content_type=STRATEGIC,
+        ),
+        Step("eventv1-extra/delete-through-core", "DELETE", f"{core}/legacy.1"),
+        Step("eventv1-extra/get-deleted-as-v1", "GET", f"{v1}/legacy.1"),
+    ]
+
+
 def _crd_steps() -> list[Action]:
     body = {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -887,6 +1058,8 @@ def groups() -> list[Group]:
         actions += kind_steps(kind)
         if kind.name == "job":
             actions += _job_steps()
+        if kind.name == "eventv1":
+            actions += _events_v1_steps()
         if kind.name == "widget":
             actions += _crd_cleanup()
         out.append(Group(kind.name, tuple(actions)))

@@ -2,7 +2,7 @@
 
 Every kind the embedded server serves is represented, in the states ``kubectl get`` shows differently: Jobs running,
 complete and failed, a suspended CronJob, a running Pod, a Service, a ConfigMap, a Secret, a ServiceAccount, an
-Event, a Lease, RBAC objects, a PriorityClass, a Deployment, and a CRD with additionalPrinterColumns and one of its
+Event (one written through core v1, one through events.k8s.io/v1), a Lease, RBAC objects, a PriorityClass, a Deployment, and a CRD with additionalPrinterColumns and one of its
 objects. The Node and the Namespace are the cluster's own.
 """
 
@@ -128,6 +128,20 @@ NAMESPACED: Final[list[tuple[str, dict[str, Any]]]] = [
             "count": 2,
             "firstTimestamp": "2026-01-01T00:00:00Z",
             "lastTimestamp": "2026-01-01T00:01:00Z",
+        },
+    ),
+    (
+        "/apis/events.k8s.io/v1/namespaces/{ns}/events",
+        {
+            "metadata": {"name": "recorded"},
+            "eventTime": "2026-01-01T00:02:00.000000Z",
+            "reportingController": "tables",
+            "reportingInstance": "tables-1",
+            "action": "Test",
+            "reason": "Recorded",
+            "note": "made through events.k8s.io by the tables test",
+            "type": "Warning",
+            "regarding": {"kind": "ConfigMap", "namespace": "{ns}", "name": "config", "apiVersion": "v1"},
         },
     ),
     (

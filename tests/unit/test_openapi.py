@@ -571,7 +571,7 @@ def test_patch_content_types(doc: Obj, path: str, types: list[str]) -> None:
 def test_index_points_at_each_group_version_by_its_hash() -> None:
     index = openapi_v3_index(TYPES)
     groups = ["apiextensions.k8s.io", "apps", "authentication.k8s.io", "authorization.k8s.io", "batch"]
-    groups += ["coordination.k8s.io", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
+    groups += ["coordination.k8s.io", "events.k8s.io", "rbac.authorization.k8s.io", "scheduling.k8s.io"]
     group_versions = [f"apis/{g}/v1" for g in [*groups, "example.com"]]
     discovery = ["api", "apis", *(f"apis/{g}" for g in groups)]
     assert list(index["paths"]) == sorted(["api/v1", *group_versions, *discovery]), (

@@ -48,9 +48,10 @@ def _too_long(path: str, limit: int) -> FieldError:
     return invalid(path, "", f"can have at most {limit} characters")
 
 
-def _legacy_errors(event: Obj) -> list[FieldError]:
-    """Upstream's legacyValidateEvent for the core v1 API: old-style events (no eventTime) only need matching
-    namespaces; new-style ones also name who reported them and what happened."""
+def legacy_errors(event: Obj, controller_path: str = "reportingComponent") -> list[FieldError]:
+    """Upstream's legacyValidateEvent, which every write of an Event passes whatever its API: old-style events (no
+    eventTime) only need matching namespaces; new-style ones also name who reported them and what happened.
+    ``controller_path`` names the reporting controller's field as the API written through calls it."""
     namespace = namespace_of(event)
     involved = str(as_dict(event.get("involvedObject")).get("namespace") or "")
     mismatch = invalid("involvedObject.namespace", involved, "does not match event.namespace")
@@ -61,8 +62,8 @@ def _legacy_errors(event: Obj) -> list[FieldError]:
     errs = [mismatch] if not involved and namespace not in ("default", "kube-system") else []
     component = str(event.get("reportingComponent") or "")
     if not component:
-        errs.append(required("reportingComponent"))
-    errs += [invalid("reportingComponent", component, m) for m in qualified_name_errors(component)]
+        errs.append(required(controller_path))
+    errs += [invalid(controller_path, component, m) for m in qualified_name_errors(component)]
     for field, limit in (
         ("reportingInstance", REPORTING_INSTANCE_MAX),
         ("action", ACTION_MAX),
@@ -80,10 +81,10 @@ def _legacy_errors(event: Obj) -> list[FieldError]:
 
 def validate_event(event: Obj) -> list[FieldError]:
     """The kind's own rules first; metadata is checked (names only as URL segments) when they pass."""
-    return _legacy_errors(event) or validate_object_meta(
+    return legacy_errors(event) or validate_object_meta(
         event.get("metadata"), namespaced=True, name_errors=path_segment_name_errors
     )
 
 
 def validate_event_update(new: Obj) -> list[FieldError]:
-    return _legacy_errors(new)
+    return legacy_errors(new)

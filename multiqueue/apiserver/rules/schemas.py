@@ -51,6 +51,14 @@ ZERO_OBJECTS: Final[dict[tuple[str, str], Obj]] = {
         "reportingComponent": "",
         "reportingInstance": "",
     },
+    ("events.k8s.io", "Event"): {
+        "metadata": {},
+        "eventTime": None,
+        "regarding": {},
+        "deprecatedSource": {},
+        "deprecatedFirstTimestamp": None,
+        "deprecatedLastTimestamp": None,
+    },
     ("", "Node"): {
         "metadata": {},
         "spec": {},
