@@ -295,7 +295,9 @@ def _finished_event(actions: Actions, adapter: GenericJob, synced: Obj, worker: 
     if finish.succeeded:
         actions.events.append(Event(NORMAL, "Completed", f"{kind} completed on worker {worker}"))
         return
-    message = f"{finish.message} (on worker {worker})" if finish.message else f"{kind} failed on worker {worker}"
+    message = (
+        f"{finish.message} (on worker {worker})" if finish.message else f"{kind} failed on worker {worker}"
+    )
     actions.events.append(Event(WARNING, finish.reason, message))
 
 
