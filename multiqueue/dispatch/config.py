@@ -203,6 +203,11 @@ class DeclaredKind(BaseModel):
         ],
         description="Status fields counting what runs, set to 0 when the worker that ran it is lost.",
     )
+    progress: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]] = Field(
+        default_factory=lambda: ["restarts", "restartsCountTowardsMax"],
+        description="Fields of its status that a mirror made after a worker loss is given before it runs, so "
+        "that they go on from there (JobSet's restarts, which its failurePolicy counts).",
+    )
 
 
 def _jobs_only() -> list[Kind | DeclaredKind]:

@@ -185,8 +185,24 @@ async def test_a_jobset_on_a_lost_worker_runs_again_on_another_and_the_stale_mir
     await clusters.restart_manager(worker_lost_timeout=2.0)
     management = clusters.client()
     gate = clusters.gate("moving")
-    await management.create(JOBSETS, gated("moving", str(gate)), "default")
-    user = await clusters.wait_for(JOBSETS, "default", "moving", running("workers"), within=60)
+    # Its first try fails and the failure policy restarts it on its worker; the second waits for the gate.
+    moving = gated("moving", str(gate))
+    moving["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    container = moving["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    wait = f"while [ ! -f {gate} ]; do sleep 0.1; done"
+    container["command"] = [
+        "sh",
+        "-c",
+        f"if [ -f {gate}.tried ]; then {wait}; else mkdir -p {gate.path.parent}; touch {gate}.tried; exit 1; fi",
+    ]
+    await management.create(JOBSETS, moving, "default")
+    user = await clusters.wait_for(
+        JOBSETS,
+        "default",
+        "moving",
+        lambda s: running("workers")(s) and s["status"].get("restarts") == 1,
+        within=60,
+    )
     lost = user["metadata"]["labels"][CLUSTER_LABEL]
     other = next(w for w in WORKERS if w != lost)
 
@@ -199,6 +215,9 @@ async def test_a_jobset_on_a_lost_worker_runs_again_on_another_and_the_stale_mir
     await gate.open()
     done = await clusters.wait_for(JOBSETS, "default", "moving", has_condition("Completed"), within=90)
     assert done["status"]["terminalState"] == "Completed"
+    assert done["status"]["restarts"] == 1, (
+        "the new mirror went on from the restart counted on the lost worker"
+    )
 
     await local.start_server(lost)
     await clusters.wait_gone(JOBSETS, "default", "moving", cluster=lost, within=60)

@@ -179,6 +179,21 @@ def test_priority_comes_from_the_pod_templates_and_a_rerun_keeps_restarts_but_no
     assert user == before
 
 
+@pytest.mark.parametrize(
+    ("status", "progress"),
+    [
+        ({}, None),  # never restarted: a new mirror starts from nothing
+        ({"restarts": 0, "replicatedJobsStatus": []}, None),
+        ({"restarts": 2, "restartsCountTowardsMax": 1}, {"restarts": 2, "restartsCountTowardsMax": 1}),
+        ({"restarts": 1, "terminalState": "Failed"}, {"restarts": 1}),  # only the counts carry over
+    ],
+)
+def test_a_new_mirror_after_a_worker_loss_goes_on_from_the_restarts_counted(
+    status: dict[str, Any], progress: dict[str, Any] | None
+) -> None:
+    assert ADAPTER.progress(jobset(replicated("a", 1, 1, "1"), status=status)) == progress
+
+
 # A kind that keeps its fields elsewhere: told by its declaration alone.
 TRAINER = DeclaredKind(
     Resource("example.com", "v1", "trainers", "Trainer"),

@@ -3,9 +3,9 @@ where the kind keeps what the dispatcher reads, instead of by code.
 
 The defaults are JobSet's (``jobset.x-k8s.io/v1alpha2``): ``spec.managedBy`` and ``spec.suspend``, finished by a
 ``Completed`` or ``Failed`` condition, pods in ``spec.replicatedJobs`` (each entry's replicas times its Job template's
-parallelism pods of the Job template's pod template). A kind that differs names its own paths. The mirror is the
-user's object with managedBy removed and suspend false; the user's status follows the mirror's whole, except that a
-terminal condition once True never goes back.
+parallelism pods of the Job template's pod template), ``status.restarts`` carried to a new mirror after a worker
+loss. A kind that differs names its own paths. The mirror is the user's object with managedBy removed and suspend
+false; the user's status follows the mirror's whole, except that a terminal condition once True never goes back.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class DeclaredKind:
         ("status", "replicatedJobsStatus", EACH, "active"),
         ("status", "replicatedJobsStatus", EACH, "ready"),
     )
+    # Status fields a mirror made after a worker loss starts from (its controller counts on from them).
+    progress: tuple[str, ...] = ("restarts", "restartsCountTowardsMax")
 
 
 def read(obj: object, path: Path) -> list[Any]:
@@ -141,6 +143,11 @@ class DeclaredAdapter:
         name = next((n for n in read(obj, path) if isinstance(n, str) and n), None)
         return name
 
+    def progress(self, obj: Obj) -> Obj | None:
+        status = as_dict(obj.get("status"))
+        kept = {k: status[k] for k in self.kind.progress if status.get(k)}
+        return kept or None
+
     def rerun_status(self, obj: Obj) -> Obj:
         """Its status with every count of what runs at 0 where it was counted (a kind's schema may require the
         field, as JobSet's replicatedJobsStatus does): nothing runs until the next mirror starts."""
@@ -189,4 +196,5 @@ def declared_kind(config: KindConfig) -> DeclaredKind:
         replicated_jobs=path_of(config.replicated_jobs),
         priority_class=path_of(config.priority_class) if config.priority_class is not None else None,
         running=tuple(path_of(p) for p in config.running),
+        progress=tuple(config.progress),
     )
