@@ -13,6 +13,8 @@ from tests.e2e.kind import kind_unavailable
 from tests.e2e.providers import PROVIDER_ENV, PROVIDERS, selected_provider
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from multiqueue.apiserver.server import ApiServer
 
 
@@ -28,6 +30,16 @@ async def apiserver(tmp_path: Path) -> AsyncIterator[ApiServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def http(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP session to ``apiserver`` as its admin (the bearer token of its config)."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
+    async with aiohttp.ClientSession(apiserver.url, headers=headers) as session:
+        yield session
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -49,13 +49,6 @@ CRD = {
 }
 
 
-@pytest.fixture
-async def http(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
-    async with aiohttp.ClientSession(apiserver.url, headers=headers) as session:
-        yield session
-
-
 async def _call(session: aiohttp.ClientSession, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
     async with session.request(method, path, **kwargs) as response:
         text = await response.text()

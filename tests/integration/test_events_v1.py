@@ -3,15 +3,12 @@ controller's) sends lands in the one Event storage, and reads back through core 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-import pytest
 
 from multiqueue.apiserver.protowire import len_field, string_field, varint_field
-from multiqueue.apiserver.server import ApiServer
 from tests.integration.test_apiserver_http import PROTOBUF, protobuf_body
 
 V1 = "/apis/events.k8s.io/v1/namespaces/default/events"
@@ -19,13 +16,6 @@ CORE = "/api/v1/namespaces/default/events"
 NAME = "sweep.18ec3701d1769bcf"
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
-
-
-@pytest.fixture
-async def http(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
-    async with aiohttp.ClientSession(apiserver.url, headers=headers) as session:
-        yield session
 
 
 async def _call(session: aiohttp.ClientSession, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:

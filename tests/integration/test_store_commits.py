@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -56,13 +55,6 @@ class Gate:
 
     async def wait_entered(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 30), "the gated write never reached the disk"
-
-
-@pytest.fixture
-async def http(apiserver: ApiServer) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": f"Bearer {apiserver.config.token}"}
-    async with aiohttp.ClientSession(apiserver.url, headers=headers) as session:
-        yield session
 
 
 async def _call(http: aiohttp.ClientSession, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
