@@ -106,6 +106,8 @@ async def test_a_jobset_runs_under_the_real_controller_on_a_worker_and_its_statu
     await management.delete(JOBSETS, "sweep", "default")
     await clusters.wait_gone(JOBSETS, "default", "sweep", cluster=worker)
     await clusters.wait_gone(JOBSETS, "default", "sweep")
+    for child in ("sweep-workers-0", "sweep-workers-1"):  # the worker's garbage collector takes its Jobs
+        await clusters.wait_gone(JOBS, "default", child, cluster=worker)
 
 
 async def test_a_jobset_no_worker_can_ever_fit_waits_naming_every_worker(jobset_clusters: Clusters) -> None:
