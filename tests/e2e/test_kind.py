@@ -107,6 +107,9 @@ MANAGER_RIGHTS: Final = [
     ("list", "secrets", NAMESPACE, True),
     ("list", "leases.coordination.k8s.io", NAMESPACE, True),
     ("update", "leases.coordination.k8s.io", NAMESPACE, True),
+    ("watch", "jobsets.jobset.x-k8s.io", "", True),
+    ("update", "jobsets.jobset.x-k8s.io", "default", True),
+    ("patch", "jobsets.jobset.x-k8s.io/status", "default", True),
     ("create", "jobs.batch", "default", False),
     ("delete", "jobs.batch", "default", False),
     ("create", "pods", "default", False),
@@ -114,9 +117,18 @@ MANAGER_RIGHTS: Final = [
     ("list", "secrets", "kube-system", False),
     ("create", "secrets", NAMESPACE, False),
     ("delete", "leases.coordination.k8s.io", NAMESPACE, False),
+    ("create", "jobsets.jobset.x-k8s.io", "default", False),
+    ("delete", "jobsets.jobset.x-k8s.io", "default", False),
     ("get", "namespaces", "", False),
     ("create", "pods/exec", NAMESPACE, False),
 ]
+
+
+def can_i_resource(resource: str) -> list[str]:
+    """``kubectl auth can-i``'s arguments for a resource of the table: ``jobs.batch/status`` is the subresource
+    (given as such; kubectl reads ``type/name`` as an object's name)."""
+    plural, _, subresource = resource.partition("/")
+    return [plural, f"--subresource={subresource}"] if subresource else [plural]
 
 
 async def test_the_managers_service_account_may_do_what_deploy_grants_and_nothing_more(
@@ -129,7 +141,7 @@ async def test_the_managers_service_account_may_do_what_deploy_grants_and_nothin
         answer = (
             await run(
                 "kubectl", "--kubeconfig", str(manager.environment.kubeconfig), "--context", "management",
-                "auth", "can-i", verb, resource, *where, "--as", MANAGER, check=False,
+                "auth", "can-i", verb, *can_i_resource(resource), *where, "--as", MANAGER, check=False,
             )
         ).strip()  # fmt: skip
         if answer != ("yes" if allowed else "no"):
@@ -161,6 +173,14 @@ async def test_the_worker_credentials_register_worker_wrote_create_jobs_and_cann
 
     code, out = await as_manager("auth", "can-i", "create", "jobs.batch", "-n", "default")
     assert (code, out.strip()) == (0, "yes")
+    # Mirrors of JobSets too (kubectl warns first where the JobSet CRD is not installed yet).
+    for verb in ("create", "watch", "delete"):
+        code, out = await as_manager("auth", "can-i", verb, "jobsets.jobset.x-k8s.io", "-n", "default")
+        assert (code, out.strip().splitlines()[-1]) == (0, "yes"), f"{verb} jobsets: {out}"
+    code, out = await as_manager(
+        "auth", "can-i", "update", *can_i_resource("jobsets.jobset.x-k8s.io/status"), "-n", "default"
+    )
+    assert out.strip().splitlines()[-1] == "yes", out
     code, out = await as_manager("get", "secrets", "-A")
     assert code != 0 and "Forbidden" in out, out
     code, out = await as_manager("auth", "can-i", "get", "secrets", "-n", NAMESPACE)
