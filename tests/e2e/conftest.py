@@ -159,10 +159,15 @@ class Clusters:
 
     def reader(self) -> tuple[ManagerConfig, Path | None]:
         """What ``multiqueue status`` and ``logs`` read, as :meth:`cli_target` points them: the manager's config;
-        on kind the user's kubeconfig, whose contexts of the workers' names reach the workers."""
+        on kind the user's kubeconfig, whose contexts of the workers' names reach the workers, and the kinds the
+        deployed manager dispatches once a scenario changed them (as a user names them with ``--config``)."""
         if self.kind_manager is not None:
             management = {"kubeconfig": self.kubeconfig, "context": "management"}
-            return ManagerConfig.model_validate({"management": management}), self.kubeconfig
+            config = ManagerConfig.model_validate({"management": management})
+            running = self.kind_manager.changed
+            if running is not None:
+                config = config.model_copy(update={"kinds": running.kinds})
+            return config, self.kubeconfig
         local = self.local
         assert local is not None and local.manager is not None
         return local.manager.config, None

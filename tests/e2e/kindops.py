@@ -69,6 +69,8 @@ class KindManager:
     original: str | None = None
     # Each worker Secret's capacity annotation as it was before a scenario changed it (None: it had none).
     capacities: dict[str, str | None] = field(default_factory=dict)
+    # The config the manager runs with once a scenario changed it (None: deploy/config.yaml's).
+    changed: ManagerConfig | None = None
 
     def _kubectl(self) -> tuple[str, ...]:
         """kubectl in the manager's namespace of the management cluster, as the scenario's admin."""
@@ -102,6 +104,7 @@ class KindManager:
             key = ManagerConfig.model_fields[field_name].alias or field_name
             document[key] = dumped[key]
         await self._write_and_roll(name, yaml.safe_dump(document, sort_keys=False))
+        self.changed = ManagerConfig.model_validate(document)
 
     async def set_capacity(self, capacities: dict[str, Obj]) -> None:
         """Write each worker's capacity into the annotation of its Secret, as `register-worker.sh --capacity` does,
@@ -164,6 +167,7 @@ class KindManager:
         name, _ = await self.config_map()
         original, self.original = self.original, None
         await self._write_and_roll(name, original)
+        self.changed = None
 
     async def _write_and_roll(self, name: str, text: str) -> None:
         patch = yaml.safe_dump({"data": {CONFIG_KEY: text}})
