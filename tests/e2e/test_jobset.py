@@ -4,7 +4,7 @@ user's JobSet on the management cluster, which no JobSet controller touches.
 
 On the local and upstream providers the controller runs as one process per worker; on kind it is installed as an
 admin installs it (the admin guide's commands: the image built here loaded into each worker, the upstream manifest
-with its webhooks, the CRD alone on the management cluster), once per session, and deploy/'s manager is
+with its webhooks, the CRD alone on the management cluster) for this module's scenarios, and deploy/'s manager is
 reconfigured to dispatch JobSets.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +38,22 @@ WORKERS = ("worker-1", "worker-2")
 MANAGED_BY = "multiqueue.dev/dispatcher"
 
 
-@pytest.fixture(scope="session")
-def jobset_on_kind(request: pytest.FixtureRequest, e2e_provider: str) -> Path | None:
-    """On kind, JobSet installed on the session's clusters as the admin guide says, kept until they are deleted
-    (made before a scenario's clusters are looked at, so that no scenario's clean-up takes its namespace for one
-    the scenario made); None on the other providers."""
+@pytest.fixture(scope="module")
+def jobset_on_kind(request: pytest.FixtureRequest, e2e_provider: str) -> Iterator[Path | None]:
+    """On kind, JobSet installed on the session's clusters as the admin guide says, for this module's scenarios,
+    and taken away after them, so the other modules find the clusters as kind-up made them (the controller asks
+    each worker for half a cpu). It is made before a scenario looks at its clusters, so no scenario's clean-up
+    takes jobset-system for a namespace the scenario made. None on the other providers."""
     if e2e_provider != "kind":
-        return None
+        yield None
+        return
     environment: KindEnvironment = request.getfixturevalue("kind_environment")
     folder = jobset.image_or_skip()
-    jobset.install_on_kind(environment.kind_kubeconfig, environment.assets.folder)
-    return folder
+    try:
+        jobset.install_on_kind(environment.kind_kubeconfig, environment.assets.folder)
+        yield folder
+    finally:
+        jobset.remove_from_kind(environment.kind_kubeconfig, environment.assets.folder)
 
 
 @pytest.fixture
@@ -85,7 +90,7 @@ async def jobset_clusters(
 
 
 async def _delete_jobsets(clusters: Clusters) -> None:
-    """On kind, where JobSet stays for the session: the scenario's JobSets deleted, users' first (the manager, still
+    """On kind, where JobSet stays for the module: the scenario's JobSets deleted, users' first (the manager, still
     dispatching JobSets, then deletes their mirrors), so the next scenario can reuse the names."""
     for name in ("management", *WORKERS):
         client = clusters.client(name)
@@ -240,7 +245,7 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
     dispatching_clusters: Clusters, tmp_path: Path
 ) -> None:
     clusters = dispatching_clusters
-    clusters.in_process("takes the JobSet CRD away from one worker, where kind keeps JobSet for the session")
+    clusters.in_process("takes the JobSet CRD away from one worker, where kind keeps JobSet for the module")
     folder = jobset.built_or_skip()
     for name in ("management", "worker-2"):  # worker-1 has no JobSet CRD
         await jobset.install_crd(clusters.client(name), folder)

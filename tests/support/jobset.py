@@ -1,7 +1,8 @@
 """The real JobSet controller as a test dependency: the binary and CRD hack/build-jobset.sh builds from the Go
 module pinned in hack/jobset/go.mod, run as a local process against one cluster (local and upstream providers), or
 installed on kind clusters as an admin does (:func:`install_on_kind`): the image that script builds, loaded into
-each worker, with the upstream install manifest, webhooks and all, and the CRD alone on the management cluster.
+each worker, with the upstream install manifest, webhooks and all, and the CRD alone on the management cluster
+(:func:`remove_from_kind` takes it away again).
 
 Out of a cluster it runs without leader election, without its internal certificate management and without
 metrics; its webhook server must still listen, so it gets a self-signed pair on a free loopback port, where nothing
@@ -125,7 +126,18 @@ def image_or_skip() -> Path:
 def install_on_kind(kind_kubeconfig: Path, kind_folder: Path) -> None:
     """JobSet on the kind clusters of clusters/ by the admin guide's own commands, run as written: the CRD alone
     on the management cluster; the image, controller and webhooks on each worker, their rollout waited for."""
-    (block, *_) = shell_blocks(GUIDE, KIND_SECTION)
+    install, _ = shell_blocks(GUIDE, KIND_SECTION)
+    _run_guide_block(install, kind_kubeconfig, kind_folder)
+
+
+def remove_from_kind(kind_kubeconfig: Path, kind_folder: Path) -> None:
+    """JobSet taken away from the kind clusters again, by the admin guide's commands for that."""
+    _, remove = shell_blocks(GUIDE, KIND_SECTION)
+    _run_guide_block(remove, kind_kubeconfig, kind_folder)
+
+
+def _run_guide_block(block: str, kind_kubeconfig: Path, kind_folder: Path) -> None:
+    """One of the guide's command blocks, as written, from the repository, with kind's kubeconfig and command."""
     print(f"+ {block.strip()}", file=sys.stderr, flush=True)
     env = {
         **os.environ,
