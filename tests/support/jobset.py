@@ -28,6 +28,7 @@ import yaml
 from multiqueue.api.types import CRDS, Resource
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.kube.client import KubeClient
+from multiqueue.kube.errors import ServerError
 from multiqueue.kube.informer import Informer
 from multiqueue.local.certs import serving_cert
 from tests.support.dispatching import condition_true
@@ -47,6 +48,7 @@ KIND_SECTION: Final = "### JobSet on kind and on real clusters"
 # Where the upstream manifest puts the controller and its webhooks.
 SYSTEM_NAMESPACE: Final = "jobset-system"
 WEBHOOK_SERVICE: Final = "jobset-webhook-service"
+WEBHOOK_RETRY: Final = 0.5  # seconds between dry runs while the API server cannot reach the webhooks yet
 ENDPOINT_SLICES: Final = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 WEBHOOK_CONFIGURATIONS: Final = (
     Resource(
@@ -158,8 +160,8 @@ def _run_guide_block(block: str, kind_kubeconfig: Path, kind_folder: Path) -> No
 
 async def until_webhooks_answer(client: KubeClient, within: float = 120.0) -> None:
     """Watch until the API server can call the controller's webhooks (each one given the CA of the certificate
-    the controller made, a ready endpoint behind their Service), then check that it does: a JobSet created with
-    dryRun goes through them."""
+    the controller made, a ready endpoint behind their Service), then until it does: a JobSet created with dryRun
+    goes through them."""
     slices = Informer(
         client,
         ENDPOINT_SLICES,
@@ -203,8 +205,23 @@ async def until_webhooks_answer(client: KubeClient, within: float = 120.0) -> No
             await informer.stop()
     probe = yaml.safe_load((REPO / "examples" / "jobset.yaml").read_text())
     probe["metadata"]["name"] = "webhook-probe"
-    # Both webhooks fail closed: an answer at all is the proof.
-    await client.create(JOBSET.resource, probe, "default", dry_run=True)
+    refused: list[str] = []
+    async with saying_on_timeout(
+        lambda: f"JobSet's webhooks still not called within {within:.0f} s: {refused[-1:]}"
+    ):
+        async with asyncio.timeout(within):
+            while True:
+                try:
+                    # Both webhooks fail closed: a dry run that goes through is the proof.
+                    await client.create(JOBSET.resource, probe, "default", dry_run=True)
+                    return
+                except ServerError as exc:
+                    if "failed calling webhook" not in str(exc):
+                        raise
+                    refused.append(str(exc))
+                # The node's kube-proxy routes the Service's address to the ready endpoint a moment later, and no
+                # API tells when: the API server's own call is the only test, so it is tried again.
+                await asyncio.sleep(WEBHOOK_RETRY)
 
 
 async def install_crd(client: KubeClient, folder: Path, within: float = 30.0) -> None:
