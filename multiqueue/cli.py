@@ -27,7 +27,6 @@ from multiqueue.api.durations import human_duration
 from multiqueue.apiserver import decoding
 from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect
-from multiqueue.dispatch.adapters import ADAPTERS
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
@@ -387,9 +386,7 @@ def _reach(args: argparse.Namespace) -> tuple[ManagerConfig, Path | None]:
     contexts may reach the workers)."""
     if args.config is None:
         path = _kubectl_kubeconfig(args.kubeconfig)
-        return ManagerConfig.model_validate(
-            {"management": {"kubeconfig": path, "context": args.context}, "kinds": list(ADAPTERS)}
-        ), path
+        return inspect.reader_of(path, args.context), path
     config = _manager_config(args.config)
     chosen = {"kubeconfig": Path(args.kubeconfig) if args.kubeconfig else None, "context": args.context}
     update = {k: v for k, v in chosen.items() if v is not None}

@@ -339,6 +339,14 @@ async def follow_objects(
             await changes.put(exc)
 
 
+def reader_of(kubeconfig: Path, context: str | None) -> ManagerConfig:
+    """What ``status`` and ``logs`` read without a manager config: the management cluster of a kubeconfig
+    context, a manager of the default name, and every kind multiqueue knows (those the cluster serves count)."""
+    return ManagerConfig.model_validate(
+        {"management": {"kubeconfig": kubeconfig, "context": context}, "kinds": list(ADAPTERS)}
+    )
+
+
 def identity_of(config: ManagerConfig) -> Identity:
     return Identity(config.name, config.managed_by)
 

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from multiqueue.api.types import CRONJOBS, EVENTS, JOBS, NAMESPACES, PRIORITY_CLASSES, Resource
+from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import Capacity, ManagerConfig
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
@@ -159,10 +160,10 @@ class Clusters:
 
     def reader(self) -> tuple[ManagerConfig, Path | None]:
         """What ``multiqueue status`` and ``logs`` read, as :meth:`cli_target` points them: the manager's config;
-        on kind the user's kubeconfig, whose contexts of the workers' names reach the workers."""
+        on kind the user's kubeconfig, whose contexts of the workers' names reach the workers (every kind the
+        management cluster serves is read, as the multiqueue command reads them without ``--config``)."""
         if self.kind_manager is not None:
-            management = {"kubeconfig": self.kubeconfig, "context": "management"}
-            return ManagerConfig.model_validate({"management": management}), self.kubeconfig
+            return inspect.reader_of(self.kubeconfig, "management"), self.kubeconfig
         local = self.local
         assert local is not None and local.manager is not None
         return local.manager.config, None

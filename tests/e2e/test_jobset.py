@@ -2,16 +2,19 @@
 hack/build-jobset.sh) runs the mirror: its child Jobs and pods run there, and the JobSet's status comes back to the
 user's JobSet on the management cluster, which no JobSet controller touches.
 
-Runs on the local and upstream providers, one controller process per worker; on kind the controller would run as
-a Deployment from a locally built image, which is not there yet.
+On the local and upstream providers the controller runs as one process per worker; on kind it is installed as an
+admin installs it (the admin guide's commands: the image built here loaded into each worker, the upstream manifest
+with its webhooks, the CRD alone on the management cluster) for this module's scenarios, and deploy/'s manager is
+reconfigured to dispatch JobSets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,9 @@ from multiqueue.dispatch import dispatcher, inspect
 from multiqueue.dispatch.adapters.declared import JOBSET
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, PIN_LABEL
+from multiqueue.kube.errors import NotFound
 from tests.e2e.conftest import Clusters, has_condition, job_body
+from tests.e2e.kind import KindEnvironment
 from tests.e2e.test_cli import multiqueue
 from tests.e2e.test_dispatch_failures import wait_for_event
 from tests.support import jobset
@@ -38,12 +43,40 @@ WORKERS = ("worker-1", "worker-2")
 MANAGED_BY = "multiqueue.dev/dispatcher"
 
 
+@pytest.fixture(scope="module")
+def jobset_on_kind(request: pytest.FixtureRequest, e2e_provider: str) -> Iterator[Path | None]:
+    """On kind, JobSet installed on the session's clusters as the admin guide says, for this module's scenarios,
+    and taken away after them, so the other modules find the clusters as kind-up made them (the controller asks
+    each worker for half a cpu). It is made before a scenario looks at its clusters, so no scenario's clean-up
+    takes jobset-system for a namespace the scenario made. None on the other providers."""
+    if e2e_provider != "kind":
+        yield None
+        return
+    environment: KindEnvironment = request.getfixturevalue("kind_environment")
+    folder = jobset.image_or_skip()
+    try:
+        jobset.install_on_kind(environment.kind_kubeconfig, environment.assets.folder)
+        yield folder
+    finally:
+        jobset.remove_from_kind(environment.kind_kubeconfig, environment.assets.folder)
+
+
 @pytest.fixture
-async def jobset_clusters(dispatching_clusters: Clusters, tmp_path: Path) -> AsyncIterator[Clusters]:
+async def jobset_clusters(
+    jobset_on_kind: Path | None, dispatching_clusters: Clusters, tmp_path: Path
+) -> AsyncIterator[Clusters]:
     """The clusters with the JobSet CRD everywhere, a JobSet controller per worker, and a manager of Jobs and
     JobSets."""
     clusters = dispatching_clusters
-    clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
+    if jobset_on_kind is not None:
+        for worker in WORKERS:
+            await jobset.until_webhooks_answer(clusters.client(worker))
+        await clusters.restart_manager(kinds=["Job", "JobSet"])
+        try:
+            yield clusters
+        finally:
+            await _delete_jobsets(clusters)
+        return
     folder = jobset.built_or_skip()
     for name in ("management", *WORKERS):
         await jobset.install_crd(clusters.client(name), folder)
@@ -59,6 +92,22 @@ async def jobset_clusters(dispatching_clusters: Clusters, tmp_path: Path) -> Asy
     finally:
         for controller in controllers:
             await controller.stop()
+
+
+async def _delete_jobsets(clusters: Clusters) -> None:
+    """On kind, where JobSet stays for the module: the scenario's JobSets deleted, users' first (the manager, still
+    dispatching JobSets, then deletes their mirrors), so the next scenario can reuse the names."""
+    for name in ("management", *WORKERS):
+        client = clusters.client(name)
+        items, _ = await client.list(JOBSETS)
+        for item in items:
+            with contextlib.suppress(NotFound):
+                await client.delete(
+                    JOBSETS, item["metadata"]["name"], item["metadata"]["namespace"], propagation="Background"
+                )
+        for item in items:
+            meta = item["metadata"]
+            await clusters.wait_gone(JOBSETS, meta["namespace"], meta["name"], name, within=120)
 
 
 def example() -> dict[str, Any]:
@@ -231,7 +280,7 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
     dispatching_clusters: Clusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clusters = dispatching_clusters
-    clusters.in_process("runs a JobSet controller process per worker; on kind it would be a Deployment")
+    clusters.in_process("takes the JobSet CRD away from one worker, where kind keeps JobSet for the module")
     folder = jobset.built_or_skip()
     for name in ("management", "worker-2"):  # worker-1 has no JobSet CRD
         await jobset.install_crd(clusters.client(name), folder)

@@ -238,6 +238,8 @@ def test_management_cluster_role_is_exactly_what_the_manager_uses(management: li
     assert rules_of(one(management, "ClusterRole", "multiqueue-manager")) == {
         ("batch", "jobs", frozenset({"get", "list", "watch", "patch", "update"})),
         ("batch", "jobs/status", frozenset({"get", "patch", "update"})),
+        ("jobset.x-k8s.io", "jobsets", frozenset({"get", "list", "watch", "patch", "update"})),
+        ("jobset.x-k8s.io", "jobsets/status", frozenset({"get", "patch", "update"})),
         ("batch", "cronjobs", frozenset({"get", "list", "watch"})),
         ("scheduling.k8s.io", "priorityclasses", frozenset({"get", "list", "watch"})),
         ("", "events", frozenset({"create", "patch"})),
@@ -264,6 +266,8 @@ def test_worker_cluster_role_is_exactly_the_listed_verbs(worker: list[Obj]) -> N
         ("batch", "jobs", frozenset({"create", "get", "list", "watch", "patch", "delete"})),
         # A redispatched mirror is given the user Job's progress before it runs.
         ("batch", "jobs/status", frozenset({"update"})),
+        ("jobset.x-k8s.io", "jobsets", frozenset({"create", "get", "list", "watch", "patch", "delete"})),
+        ("jobset.x-k8s.io", "jobsets/status", frozenset({"update"})),
         ("", "namespaces", frozenset({"get", "create"})),
         ("", "pods", frozenset({"get", "list"})),
         ("", "pods/log", frozenset({"get"})),

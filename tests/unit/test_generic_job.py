@@ -77,7 +77,7 @@ TASK: GenericJob = TaskAdapter()  # the core is all a kind needs to be a Generic
     ("adapter", "priority_class", "progress", "rerun_status"),
     [
         pytest.param(BatchJobAdapter(), True, True, True, id="Job"),
-        pytest.param(DeclaredAdapter(JOBGROUP), True, False, True, id="JobGroup"),
+        pytest.param(DeclaredAdapter(JOBGROUP), True, True, True, id="JobGroup"),
         pytest.param(TaskAdapter(), False, False, False, id="core-only"),
     ],
 )

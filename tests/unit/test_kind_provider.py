@@ -22,6 +22,7 @@ from tests.e2e.kind import (
     missing_tool,
 )
 from tests.e2e.providers import selected_provider
+from tests.support import jobset
 from tests.support.docblocks import shell_blocks
 
 NODE_IMAGE = "multiqueue.local/kind/node:v1.37.2"
@@ -341,3 +342,15 @@ def test_in_a_kubeconfig_shared_with_other_clusters_the_scenarios_get_only_the_k
         assert not [e for e in scenario[key] if "prod" in e["name"]], key
     assert len(scenario["clusters"]) == len(scenario["users"]) == 3
     assert "kind-prod" in {c["name"] for c in yaml.safe_load(own.read_text())["contexts"]}, "the user's stay"
+
+
+def test_the_admin_guides_jobset_commands_load_the_image_and_manifest_build_jobset_makes() -> None:
+    """The guide's JobSet block, which the kind JobSet scenarios run, names the image of the pinned JobSet version
+    and the manifest that runs it; its removal block takes away the same manifest and the CRD."""
+    install, remove = shell_blocks(jobset.GUIDE, jobset.KIND_SECTION)
+    image = f"multiqueue.local/jobset:{jobset.version()}"
+    assert f"kind load docker-image {image} " in install
+    assert f'apply --server-side -f "$jobset/{jobset.LOCAL_MANIFEST}"' in install
+    assert f'apply --server-side -f "$jobset/{jobset.CRD_FILE}"' in install
+    assert f'delete --ignore-not-found -f "$jobset/{jobset.LOCAL_MANIFEST}"' in remove
+    assert f'delete --ignore-not-found -f "$jobset/{jobset.CRD_FILE}"' in remove
