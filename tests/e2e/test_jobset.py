@@ -417,25 +417,26 @@ async def test_a_failing_replicated_job_restarts_the_jobset_on_its_worker_as_its
 
 async def test_jobs_and_jobsets_share_a_workers_capacity(jobset_clusters: Clusters) -> None:
     clusters = jobset_clusters
-    await clusters.set_capacity({w: Capacity(resources={"cpu": "1"}) for w in WORKERS})
+    # multiqueue's quota, small enough that the pods also fit a kind node that runs its control plane.
+    await clusters.set_capacity({w: Capacity(resources={"cpu": "200m"}) for w in WORKERS})
     management = clusters.client()
     gate = clusters.gate("holding")
     holding = gated("holding", str(gate))
     holding["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
     template = holding["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "200m"}}
     await management.create(JOBSETS, holding, "default")
     await clusters.wait_for(JOBSETS, "default", "holding", running("workers"), within=60)
 
     job = job_body("after", "true", managedBy=MANAGED_BY)
     job["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
-    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "200m"}}
     await management.create(JOBS, job, "default")
     waiting = await wait_for_event(management, "after", "Pending")
     assert waiting["message"] == "waiting for capacity: cpu"
     config, contexts = clusters.reader()
     rows, _ = await inspect.status(config, contexts)
-    assert {r.name: r.capacity for r in rows}["worker-1"] == {"cpu": (1.0, 1.0)}, "the JobSet's pod holds it"
+    assert {r.name: r.capacity for r in rows}["worker-1"] == {"cpu": (0.2, 0.2)}, "the JobSet's pod holds it"
     assert CLUSTER_LABEL not in (await management.get(JOBS, "after", "default"))["metadata"].get("labels", {})
 
     await gate.open()
