@@ -17,8 +17,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -54,7 +52,7 @@ from tests.e2e.kind import (
 )
 from tests.e2e.kindops import KindManager
 from tests.e2e.providers import selected_provider
-from tests.support.docblocks import shell_blocks
+from tests.support.docblocks import run_block, shell_blocks
 
 Obj = dict[str, Any]
 
@@ -326,26 +324,11 @@ def kind_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindE
         pytest.skip(str(exc))
     up, _, down = shell_blocks(GETTING_STARTED, KIND_SECTION)
     env = {**os.environ, WORKDIR_ENV: str(workdir), ASSETS_ENV: str(assets.folder)}
-    _run_block(up, env)
+    run_block(up, env)
     try:
         yield KindEnvironment.of(REPO, workdir, assets)
     finally:
-        _run_block(down, env)
-
-
-def _run_block(block: str, env: dict[str, str]) -> None:
-    """A documented command block, as written, from the repository; its output goes to the test log."""
-    print(f"+ {block.strip()}", file=sys.stderr, flush=True)
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    print(done.stdout + done.stderr, file=sys.stderr, flush=True)
-    assert done.returncode == 0, f"{block.strip()} exited {done.returncode}: {done.stderr[-2000:]}"
+        run_block(down, env)
 
 
 # The clusters' own namespaces: no scenario makes Jobs, CronJobs or Events there.

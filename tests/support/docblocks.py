@@ -4,6 +4,8 @@ lines, a manifest, the files the text asks to save."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 from tests.support.processes import REPO
 
@@ -30,3 +32,18 @@ def named_files(document: str) -> dict[str, str]:
     """The ```yaml blocks of ``document`` that open with the name the text asks to save them as (``# big.yaml``)."""
     text = (REPO / document).read_text()
     return dict(re.findall(r"```yaml\n# (\S+\.yaml)\n(.*?)```", text, re.DOTALL))
+
+
+def run_block(block: str, env: dict[str, str]) -> None:
+    """A documented command block, as written, from the repository; its output goes to the test log."""
+    print(f"+ {block.strip()}", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(done.stdout + done.stderr, file=sys.stderr, flush=True)
+    assert done.returncode == 0, f"{block.strip()} exited {done.returncode}: {done.stderr[-2000:]}"

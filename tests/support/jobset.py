@@ -18,7 +18,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,7 +31,7 @@ from multiqueue.kube.errors import ServerError
 from multiqueue.kube.informer import Informer
 from multiqueue.local.certs import serving_cert
 from tests.support.dispatching import condition_true
-from tests.support.docblocks import shell_blocks
+from tests.support.docblocks import run_block, shell_blocks
 from tests.support.processes import REPO, Spawned
 from tests.support.waiting import Changes, saying_on_timeout
 
@@ -139,23 +138,9 @@ def remove_from_kind(kind_kubeconfig: Path, kind_folder: Path) -> None:
 
 
 def _run_guide_block(block: str, kind_kubeconfig: Path, kind_folder: Path) -> None:
-    """One of the guide's command blocks, as written, from the repository, with kind's kubeconfig and command."""
-    print(f"+ {block.strip()}", file=sys.stderr, flush=True)
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kind_kubeconfig),
-        "PATH": f"{kind_folder}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    print(done.stdout + done.stderr, file=sys.stderr, flush=True)
-    assert done.returncode == 0, f"{GUIDE}'s JobSet commands exited {done.returncode}: {done.stderr[-2000:]}"
+    """One of the guide's command blocks, as written, with kind's kubeconfig and command."""
+    path = f"{kind_folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    run_block(block, {**os.environ, "KUBECONFIG": str(kind_kubeconfig), "PATH": path})
 
 
 async def until_webhooks_answer(client: KubeClient, within: float = 120.0) -> None:
