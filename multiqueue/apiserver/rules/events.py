@@ -33,14 +33,20 @@ _STRUCTS: Final = ("involvedObject", "source")
 
 def default_event(event: Obj) -> None:
     """What an event reads back as after Go decoded and encoded it."""
-    for field, zero in _ZEROS:
+    go_zeros(event, _ZEROS, _STRUCTS)
+
+
+def go_zeros(event: Obj, zeros: tuple[tuple[str, Any], ...], structs: tuple[str, ...]) -> None:
+    """The fields an Event version's Go type always writes, at their zero where unset; its structs as ``{}``
+    where unset, each without its empty fields (every field of an ObjectReference and an EventSource is left out
+    when empty)."""
+    for field, zero in zeros:
         event.setdefault(field, zero)
-    for field in _STRUCTS:
+    for field in structs:
         struct = event.get(field)
         if struct is None:
             event[field] = {}
         elif isinstance(struct, dict):
-            # Every field of an ObjectReference and an EventSource is left out when empty.
             event[field] = {k: v for k, v in struct.items() if v not in ("", None)}
 
 

@@ -17,11 +17,10 @@ name the core fields, except ``reportingController``, as upstream reports them.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any, Final
 
 from multiqueue.api.errors import FieldError, Printed, immutable, invalid, required
-from multiqueue.api.meta import as_dict, validate_object_meta, validate_object_meta_update
+from multiqueue.api.meta import as_dict, parse_time, validate_object_meta, validate_object_meta_update
 from multiqueue.api.types import Obj
 from multiqueue.apiserver.rules import events
 
@@ -78,22 +77,20 @@ def _drop_empty(obj: Obj, fields: tuple[str, ...]) -> None:
             del obj[field]
 
 
+def _drop_unset(obj: Obj, count: str) -> None:
+    """Fields Go leaves out when unset: the count at 0, ``series`` and ``related`` at null."""
+    if obj.get(count) in (0, None):
+        obj.pop(count, None)
+    for field in ("series", "related"):
+        if field in obj and obj[field] is None:
+            del obj[field]
+
+
 def default_event(event: Obj) -> None:
     """What an events.k8s.io/v1 Event reads back as after Go decoded and encoded it."""
-    for field, zero in _V1_ZEROS:
-        event.setdefault(field, zero)
-    for field in _V1_STRUCTS:
-        struct = event.get(field)
-        if struct is None:
-            event[field] = {}
-        elif isinstance(struct, dict):
-            event[field] = {k: v for k, v in struct.items() if v not in ("", None)}
+    events.go_zeros(event, _V1_ZEROS, _V1_STRUCTS)
     _drop_empty(event, _OMITTED_WHEN_EMPTY)
-    if event.get("deprecatedCount") in (0, None):
-        event.pop("deprecatedCount", None)
-    for field in ("series", "related"):
-        if field in event and event[field] is None:
-            del event[field]
+    _drop_unset(event, "deprecatedCount")
     series = event.get("series")
     if isinstance(series, dict):
         series.setdefault("count", 0)
@@ -105,11 +102,7 @@ def to_core(event: Obj) -> Obj:
     core = _renamed(event, _TO_CORE, CORE_API_VERSION)
     events.default_event(core)
     _drop_empty(core, _CORE_OMITTED_WHEN_EMPTY)
-    if core.get("count") in (0, None):
-        core.pop("count", None)
-    for field in ("series", "related"):
-        if field in core and core[field] is None:
-            del core[field]
+    _drop_unset(core, "count")
     series = core.get("series")
     if isinstance(series, dict) and series.get("count") in (0, None):
         core["series"] = {k: v for k, v in series.items() if k != "count"}
@@ -171,15 +164,6 @@ def _time_value(value: Any) -> Printed:
     return Printed(json.dumps(value) if value else "null")
 
 
-def _micros(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def validate_update(new: Obj, old: Obj) -> list[FieldError]:
     """An events.k8s.io/v1 update: the legacy rules, then nearly every field stays as it was."""
     core, before = to_core(new), to_core(old)
@@ -206,8 +190,7 @@ def validate_update(new: Obj, old: Obj) -> list[FieldError]:
     for field in ("reason", "type"):  # upstream checks the reason twice
         if changed(field):
             errs.append(immutable(field, str(core.get(field) or "")))
-    new_time, old_time = _micros(core.get("eventTime")), _micros(before.get("eventTime"))
-    if new_time != old_time:
+    if parse_time(core.get("eventTime")) != parse_time(before.get("eventTime")):
         errs.append(immutable("eventTime", _time_value(core.get("eventTime"))))
     if changed("action"):
         errs.append(immutable("action", str(core.get("action") or "")))
