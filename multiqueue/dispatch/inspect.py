@@ -407,7 +407,7 @@ async def logs(
 ) -> list[tuple[str, str]]:
     """(prefix, log text) of each container asked for, of the Job's pods on the worker that ran it, lowest index
     first. ``contexts``: a kubeconfig whose context of a worker's name reaches a worker ``config`` does not know;
-    ``kind``: the adapter of a kind other than batch/v1 Job, whose Jobs' pods (or its own) are read."""
+    ``kind``: the adapter of a kind other than batch/v1 Job, whose Jobs' pods are read."""
     async with _job_logs(config, name, namespace, options, contexts, kind) as (client, sources):
         texts = await asyncio.gather(
             *(
@@ -507,14 +507,12 @@ async def _job_logs(
 
 
 async def _pods_of(client: KubeClient, mirror: Obj, resource: Resource) -> list[Obj]:
-    """The pods a mirror runs, in the order they are shown: a Job's by completion index; another kind's are any
-    pods it owns itself, then the pods of each Job it owns (as JobSet's replicated Jobs), Job by Job."""
+    """The pods a mirror runs, in the order they are shown: a Job's by completion index; another kind's (its pods
+    come from batch Job templates) are the pods of each Job it owns, as JobSet's replicated Jobs, Job by Job."""
     if resource == JOBS:
         return await _pods_of_job(client, mirror)
-    namespace = namespace_of(mirror)
-    children, _ = await client.list(JOBS, namespace)
-    own, _ = await client.list(PODS, namespace)
-    pods = _by_index([p for p in own if _owned_by(p, mirror)])
+    children, _ = await client.list(JOBS, namespace_of(mirror))
+    pods: list[Obj] = []
     for child in sorted((j for j in children if _owned_by(j, mirror)), key=name_of):
         pods += await _pods_of_job(client, child)
     return pods
