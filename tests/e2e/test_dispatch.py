@@ -246,9 +246,12 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
     assert [(r.kind, r.key, r.worker, r.state, r.completions) for r in rows] == [
         ("Job", "default/chatty", worker, "Running", "0/2")
     ]
-    # Follow each pod's log until its first line is there, then read the logs as a person would.
+    # Once each pod's container runs (an active pod may still be creating it, and a kubelet refuses its log
+    # then), follow its log until its first line is there; then read the logs as a person would.
     worker_client = clusters.client(worker)
     pods, _ = await worker_client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=chatty")
+    for pod in pods:
+        await clusters.wait_for(PODS, "default", pod["metadata"]["name"], _container_started, cluster=worker)
     async with asyncio.timeout(20):
         for pod in pods:
             async for _line in worker_client.follow_log(pod["metadata"]["name"], "default"):
@@ -261,6 +264,12 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         await inspect.logs(config, "missing", "default", inspect.LogOptions(), contexts)
     await gate.open()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
+
+
+def _container_started(pod: dict[str, Any]) -> bool:
+    """The pod's container runs or has run, so its log can be read."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and "waiting" not in (statuses[0].get("state") or {"waiting": {}})
 
 
 @pytest.mark.parametrize("dispatching_clusters", [{"namespaces": ["team-a"]}], indirect=True)
