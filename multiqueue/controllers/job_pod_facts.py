@@ -6,9 +6,13 @@ concerned, and which completion index it holds. Pure functions of the pod and it
 
 from __future__ import annotations
 
+from typing import Final
+
 from multiqueue.api import jobs, pods
 from multiqueue.api.meta import annotations_of, as_list, metadata
 from multiqueue.api.types import Obj
+
+INDEX_IGNORED_FAILURE_COUNT: Final = "batch.kubernetes.io/job-index-ignored-failure-count"
 
 
 def has_tracking_finalizer(pod: Obj) -> bool:
@@ -44,4 +48,10 @@ def index_of(pod: Obj, job: Obj) -> int | None:
 def index_failure_count(pod: Obj) -> int:
     """The failures of its index before ``pod`` was made (backoffLimitPerIndex), from its annotation."""
     value = annotations_of(pod).get(jobs.INDEX_FAILURE_COUNT, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+def ignored_failure_count(pod: Obj) -> int:
+    """The failures of its index the pod failure policy ignored before ``pod`` was made, from its annotation."""
+    value = annotations_of(pod).get(INDEX_IGNORED_FAILURE_COUNT, "0")
     return int(value) if str(value).isdigit() else 0

@@ -9,6 +9,7 @@ from typing import Final
 from multiqueue.api import jobs
 from multiqueue.api.meta import annotations_of, as_dict, as_list, labels_of, metadata, owner_reference
 from multiqueue.api.types import Obj
+from multiqueue.controllers.job_pod_facts import INDEX_IGNORED_FAILURE_COUNT
 
 MAX_GENERATE_NAME_PREFIX: Final = 58
 INDEX_ENV: Final = "JOB_COMPLETION_INDEX"
@@ -33,8 +34,9 @@ def _with_index_env(spec: Obj) -> None:
                 ]
 
 
-def pod_for(job: Obj, index: int | None, failure_count: int = 0) -> Obj:
-    """A pod to create for ``job``: its template with the controller reference, finalizer and index."""
+def pod_for(job: Obj, index: int | None, failure_count: int = 0, ignored_count: int = 0) -> Obj:
+    """A pod to create for ``job``: its template with the controller reference, finalizer and index, and with
+    per-index limits the failures of its index so far (the ignored ones only when there are any)."""
     template = as_dict(jobs.spec_of(job).get("template"))
     meta = copy.deepcopy(as_dict(template.get("metadata")))
     spec = copy.deepcopy(as_dict(template.get("spec")))
@@ -46,6 +48,8 @@ def pod_for(job: Obj, index: int | None, failure_count: int = 0) -> Obj:
         annotations[jobs.COMPLETION_INDEX] = str(index)
         if jobs.spec_of(job).get("backoffLimitPerIndex") is not None:
             annotations[jobs.INDEX_FAILURE_COUNT] = str(failure_count)
+            if ignored_count > 0:
+                annotations[INDEX_IGNORED_FAILURE_COUNT] = str(ignored_count)
         spec["hostname"] = f"{name}-{index}"
         suffix = f"-{index}-"
         prefix = name[: MAX_GENERATE_NAME_PREFIX - len(suffix)] + suffix

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
 
 from multiqueue.api import jobs, pods
 from multiqueue.api.meta import metadata
 from multiqueue.api.types import Obj
 from multiqueue.controllers.job_accounting import Accounting
-from multiqueue.controllers.job_pod_facts import index_failure_count, index_of
+from multiqueue.controllers.job_backoff import (
+    backoff_until,
+    has_backoff_limit_per_index,
+    indexes_due,
+    last_failed_per_index,
+    next_index_counts,
+)
+from multiqueue.controllers.job_pod_facts import index_of
 from multiqueue.controllers.job_pod_template import pod_for
 
 MAX_POD_CHANGES_PER_SYNC: Final = 500
-BACKOFF_BASE: Final = timedelta(seconds=10)
-BACKOFF_MAX: Final = timedelta(minutes=10)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,23 +44,6 @@ class PodChanges:
 def remove_active(counted: Accounting, *, release: bool) -> PodChanges:
     """Delete what still runs: the Job ends (``release`` False) or is suspended (``release`` True)."""
     return PodChanges(delete=list(counted.active[:MAX_POD_CHANGES_PER_SYNC]), release_before_delete=release)
-
-
-def backoff_until(owned_pods: Sequence[Obj]) -> datetime | None:
-    """When the next pod may be created: 10 s x 2^(n-1) after the last of n failures since the last success."""
-    finished = [(pods.finish_time(p), pods.phase(p)) for p in owned_pods if pods.is_terminal(p)]
-    last_success = max(
-        (t for t, phase in finished if phase == pods.SUCCEEDED and t is not None), default=None
-    )
-    failures: list[datetime] = [
-        t
-        for t, phase in finished
-        if phase == pods.FAILED and t is not None and (last_success is None or t > last_success)
-    ]
-    if not failures:
-        return None
-    delay = min(BACKOFF_BASE * (1 << min(len(failures) - 1, 16)), BACKOFF_MAX)
-    return max(failures) + delay
 
 
 def excess_indexed(job: Obj, active: Sequence[Obj], done: frozenset[int]) -> list[Obj]:
@@ -102,28 +90,34 @@ def _target(job: Obj, counted: Accounting) -> tuple[int, list[Obj]]:
     return (len(counted.active) if counted.succeeded_total > 0 else parallelism), []
 
 
-def _failure_counts(job: Obj, owned_pods: Sequence[Obj]) -> dict[int, int]:
-    """Per index, failures so far (for the per-index back-off annotation of the next pod)."""
-    counts: dict[int, int] = {}
-    for pod in owned_pods:
-        index = index_of(pod, job)
-        if index is not None and pods.phase(pod) == pods.FAILED:
-            counts[index] = max(counts.get(index, 0), index_failure_count(pod) + 1)
-    return counts
+def _free_indexes(job: Obj, busy: Sequence[Obj], counted: Accounting) -> tuple[list[int], set[int]]:
+    """The indexes of an Indexed Job neither done nor held by ``busy``, lowest first, and the ones that are."""
+    held = {index_of(p, job) for p in busy}
+    taken = {i for i in held if i is not None} | counted.completed_indexes | counted.failed_indexes
+    return [i for i in range(jobs.completions(job) or 0) if i not in taken], taken
 
 
 def _new_pods(
-    job: Obj, owned_pods: Sequence[Obj], busy: Sequence[Obj], counted: Accounting, count: int
-) -> list[Obj]:
-    """``count`` pods to create; for an Indexed Job, for the lowest indexes neither done nor held by ``busy``."""
-    total = jobs.completions(job)
-    if not jobs.is_indexed(job) or total is None:
-        return [pod_for(job, None) for _ in range(count)]
-    held = {index_of(p, job) for p in busy}
-    done = counted.completed_indexes | counted.failed_indexes
-    free = [i for i in range(total) if i not in done and i not in held]
-    failure_counts = _failure_counts(job, owned_pods)
-    return [pod_for(job, i, failure_counts.get(i, 0)) for i in free[:count]]
+    job: Obj, owned_pods: Sequence[Obj], busy: Sequence[Obj], counted: Accounting, count: int, now: datetime
+) -> PodChanges:
+    """``count`` pods to create; for an Indexed Job, for the lowest indexes neither done nor held by ``busy``,
+    each carrying the failure counts of the pod it replaces and, with per-index limits, once its back-off is
+    over."""
+    if not jobs.is_indexed(job) or jobs.completions(job) is None:
+        return PodChanges(create=[pod_for(job, None) for _ in range(count)])
+    free, taken = _free_indexes(job, busy, counted)
+    wanted = free[:count]
+    latest = last_failed_per_index(job, owned_pods, taken)
+    if has_backoff_limit_per_index(job):
+        plan = indexes_due(wanted, latest, now)
+        if not plan.now:
+            return PodChanges(requeue_after=plan.requeue_after)
+        wanted = list(plan.now)
+    created = []
+    for index in wanted:
+        counts = next_index_counts(job, latest.get(index))
+        created.append(pod_for(job, index, counts.failed, counts.ignored))
+    return PodChanges(create=created)
 
 
 def manage_pods(job: Obj, owned_pods: Sequence[Obj], counted: Accounting, now: datetime) -> PodChanges:
@@ -139,10 +133,9 @@ def manage_pods(job: Obj, owned_pods: Sequence[Obj], counted: Accounting, now: d
         missing -= len(counted.terminating)
     if missing <= 0:
         return PodChanges()
-    not_before = backoff_until(owned_pods)
-    if not_before is not None and now < not_before:
-        return PodChanges(requeue_after=(not_before - now).total_seconds())
+    if not has_backoff_limit_per_index(job):
+        not_before = backoff_until(owned_pods)
+        if not_before is not None and now < not_before:
+            return PodChanges(requeue_after=(not_before - now).total_seconds())
     busy = [*keep, *counted.terminating]
-    return PodChanges(
-        create=_new_pods(job, owned_pods, busy, counted, min(missing, MAX_POD_CHANGES_PER_SYNC))
-    )
+    return _new_pods(job, owned_pods, busy, counted, min(missing, MAX_POD_CHANGES_PER_SYNC), now)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from multiqueue.api.jobs import TRACKING_FINALIZER
+from multiqueue.api.meta import parse_time
 from multiqueue.api.types import JOBS, PODS
 from tests.e2e.conftest import Clusters, condition, has_condition, job_body
 
@@ -152,3 +153,49 @@ async def test_deleting_a_running_job_releases_its_pods(local_clusters: Clusters
     for pod_name in names if policy == "Orphan" else []:
         await client.delete(PODS, pod_name, "default")
         await local_clusters.wait_gone(PODS, "default", pod_name)
+
+
+def _skip_on_kind(clusters: Clusters, why: str) -> None:
+    """These scenarios check the Job controller against kube-controller-manager; on kind both sides are it."""
+    if clusters.provider == "kind":
+        reason = f"not on kind: this scenario {why}, and kind runs kube-controller-manager itself"
+        print(reason)
+        pytest.skip(reason)
+
+
+BACKOFF_FIRST = 10.0  # the first pod failure back-off of kube-controller-manager
+TIMESTAMP_GRANULARITY = 1.0  # both times are whole seconds
+
+
+async def test_per_index_backoff_is_not_cut_short_by_another_index(local_clusters: Clusters) -> None:
+    """With backoffLimitPerIndex each index waits out its own back-off: index 1 succeeding while index 0 waits
+    does not let index 0 come back before 10 s."""
+    _skip_on_kind(local_clusters, "compares the embedded Job controller's per-index back-off with upstream's")
+    client = local_clusters.client()
+    marker = local_clusters.gate("index-0-failed")
+    index_0 = f"if [ -e {marker} ]; then exit 0; fi; mkdir -p {marker.path.parent}; touch {marker}; exit 1"
+    index_1 = f"while [ ! -e {marker} ]; do sleep 0.2; done; exit 0"
+    command = f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then {index_0}; else {index_1}; fi'
+    body = job_body(
+        "per-index", command, completionMode="Indexed", completions=2, parallelism=2, backoffLimitPerIndex=1
+    )
+    await client.create(JOBS, body, "default")
+    done = await local_clusters.wait_for(JOBS, "default", "per-index", has_condition("Complete"), within=90)
+    assert done["status"]["completedIndexes"] == "0,1" and done["status"]["failed"] == 1
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=per-index")
+    by_index: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        by_index.setdefault(pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"], []).append(
+            pod
+        )
+    (failed,) = [p for p in by_index["0"] if p["status"]["phase"] == "Failed"]
+    (replacement,) = [p for p in by_index["0"] if p["status"]["phase"] == "Succeeded"]
+    (other,) = by_index["1"]
+    failed_at = parse_time(failed["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"])
+    other_done = parse_time(other["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"])
+    created = parse_time(replacement["metadata"]["creationTimestamp"])
+    assert failed_at is not None and other_done is not None and created is not None
+    gap = (created - failed_at).total_seconds()
+    assert gap >= BACKOFF_FIRST - TIMESTAMP_GRANULARITY, f"index 0 came back {gap:g}s after its failure"
+    assert other_done < created, "index 1 succeeded while index 0 waited"
+    assert replacement["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"] == "1"

@@ -22,6 +22,7 @@ from multiqueue.controllers.job_accounting import (
     pod_counts,
     pod_outcome,
 )
+from multiqueue.controllers.job_backoff import backoff_until
 from multiqueue.controllers.job_failure_policy import match_failure_policy
 from multiqueue.controllers.job_finish import (
     Condition,
@@ -32,7 +33,7 @@ from multiqueue.controllers.job_finish import (
     success_verdict,
     until_deadline,
 )
-from multiqueue.controllers.job_pods import backoff_until, deletion_order, excess_indexed, manage_pods
+from multiqueue.controllers.job_pods import deletion_order, excess_indexed, manage_pods
 from multiqueue.controllers.job_suspend import RESUME, SUSPEND, suspension
 from multiqueue.controllers.job_ttl import AfterFinish, after_finish
 from tests.unit.jobfixtures import cond, job
