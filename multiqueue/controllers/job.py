@@ -6,6 +6,10 @@ creates (in slow-start batches) or deletes, then events. It returns when ``decid
 (a deadline, a pod back-off, a TTL), and the shared reconcile loop requeues it. Expectations remember creates and
 deletes not yet seen in the cache, so a Job never gets its pods twice.
 
+Before each sync of a running Job, the Job claims its pods as upstream's does (``job_claims``): it adopts the
+orphans its selector matches and releases the pods it controls that no longer match, then syncs with the pods it
+owns.
+
 A second queue, of pod keys, releases orphan pods as upstream does: a pod still carrying the tracking finalizer
 after its Job is gone (or replaced, or finished, or after the garbage collector orphaned it) loses the finalizer,
 or it could never be deleted.
@@ -29,8 +33,9 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Histogram, Meter
 
 from multiqueue.api import jobs
-from multiqueue.api.meta import controller_ref, key_of, metadata, namespace_of
+from multiqueue.api.meta import controller_ref, is_deleting, key_of, labels_of, metadata, namespace_of, uid_of
 from multiqueue.api.types import JOBS, PODS, Obj
+from multiqueue.controllers.job_claims import adoption_patch, claims, may_adopt, release_patch
 from multiqueue.controllers.job_orphans import job_of, owning_job_name, releases_orphan
 from multiqueue.controllers.job_pod_facts import has_tracking_finalizer
 from multiqueue.controllers.job_sync import Actions, decide
@@ -39,6 +44,7 @@ from multiqueue.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.loop.controller import Controller
+from multiqueue.loop.errors import ExpectedFailure
 from multiqueue.loop.runner import Runner
 from multiqueue.loop.source import Feed
 
@@ -46,6 +52,7 @@ log = logging.getLogger(__name__)
 
 COMPONENT: Final = "job-controller"
 JOB_UID_INDEX: Final = "job-uid"
+UNCONTROLLED_INDEX: Final = "uncontrolled-in-namespace"
 EXPECTATIONS_TIMEOUT: Final = timedelta(minutes=5)
 STATUS_CONFLICT_RETRY: Final = 0.01
 ORPHAN_WORKERS: Final = 1
@@ -57,6 +64,15 @@ REMOVE_TRACKING_FINALIZER: Final = {
 def _owning_job_uid(pod: Obj) -> list[str]:
     ref = controller_ref(pod)
     return [str(ref["uid"])] if ref is not None and ref.get("kind") == "Job" and ref.get("uid") else []
+
+
+def _uncontrolled_namespace(pod: Obj) -> list[str]:
+    """The namespace of a pod no controller owns: where a Job looks for pods to adopt."""
+    return [namespace_of(pod)] if controller_ref(pod) is None else []
+
+
+class AdoptionRefused(ExpectedFailure):
+    """The Job changed under the sync (deleted, or replaced by another of the same name): adopt nothing now."""
 
 
 @dataclasses.dataclass
@@ -127,6 +143,7 @@ class JobController:
         self.jobs: Informer = factory.informer(JOBS)
         self.pods: Informer = factory.informer(PODS)
         self.pods.add_index(JOB_UID_INDEX, _owning_job_uid)
+        self.pods.add_index(UNCONTROLLED_INDEX, _uncontrolled_namespace)
         self.metrics = JobControllerMetrics(
             sync_duration=(meter or metrics.get_meter(__name__)).create_histogram(
                 "job_controller_job_sync_duration_seconds",
@@ -235,10 +252,17 @@ class JobController:
         """The live Job that controls the pod, if any."""
         return job_of(pod, self._named_job(pod))
 
+    def _adopters(self, pod: Obj) -> list[Obj]:
+        """The cached Jobs that would adopt ``pod`` (upstream: getPodJobs); more than one is a user's error."""
+        if controller_ref(pod) is not None:
+            return []
+        return [job for job in self.jobs.objects(namespace_of(pod)) if may_adopt(job, pod)]
+
     def _is_orphan(self, pod: Obj) -> bool:
-        """No live Job controls the pod, and it still holds the finalizer one would release."""
+        """No live Job controls the pod, none is about to adopt it, and it still holds the finalizer one would
+        release."""
         named = self._named_job(pod)
-        return job_of(pod, named) is None and releases_orphan(pod, named)
+        return job_of(pod, named) is None and releases_orphan(pod, named) and not self._adopters(pod)
 
     def _route_job(self, pod: Obj) -> None:
         """A changed pod concerns its Job's sync (which also releases the pods of a finished Job)."""
@@ -251,17 +275,24 @@ class JobController:
         if self._is_orphan(pod):
             self.orphans.add(key_of(pod))
 
+    def _offer_for_adoption(self, pod: Obj) -> None:
+        for job in self._adopters(pod):
+            self.runner.add(key_of(job))
+
     def _pod_added(self, pod: Obj) -> None:
         key = self._owner_key(pod)
         if key is not None and key in self._expectations:
             self._expectations[key].adds -= 1
         self._route_job(pod)
+        self._offer_for_adoption(pod)
 
     def _pod_updated(self, old: Obj, pod: Obj) -> None:
         previous = self._owner_key(old)
         if previous is not None and previous != self._owner_key(pod):
             self.runner.add(previous)  # its controller reference changed: the old Job lost a pod
         self._route_job(pod)
+        if labels_of(old) != labels_of(pod) or controller_ref(old) != controller_ref(pod):
+            self._offer_for_adoption(pod)
 
     def _pod_deleted(self, pod: Obj) -> None:
         key = self._owner_key(pod)
@@ -283,6 +314,8 @@ class JobController:
         expectation = self._expectations.get(key)
         can_manage = expectation is None or expectation.satisfied(now)
         owned = self.pods.by_index(JOB_UID_INDEX, str(metadata(job).get("uid")))
+        if jobs.is_managed_by_builtin_controller(job) and not jobs.is_finished(job):
+            owned = await self._claim(job, owned)
         actions = decide(job, owned, now, can_manage_pods=can_manage)
         if actions.malformed:
             log.warning("Job %s left alone: %s", key, actions.malformed)
@@ -319,6 +352,43 @@ class JobController:
             if not releases_orphan(pod, named):
                 return
         await self._release(pod)
+
+    async def _claim(self, job: Obj, controlled: list[Obj]) -> list[Obj]:
+        """The pods ``job`` owns for this sync, once it has adopted the orphans it matches and released the pods
+        that stopped matching (upstream: getPodsForJob)."""
+        uncontrolled = self.pods.by_index(UNCONTROLLED_INDEX, namespace_of(job))
+        claimed = claims(job, [*controlled, *uncontrolled])
+        await asyncio.gather(*(self._patch_claim(p, release_patch(job, p)) for p in claimed.release))
+        owned = list(claimed.owned)
+        if claimed.adopt:
+            await self._check_adopter(job)
+            adopted = await asyncio.gather(
+                *(self._patch_claim(p, adoption_patch(job, p)) for p in claimed.adopt)
+            )
+            owned += [pod for pod in adopted if pod is not None]
+        return owned
+
+    async def _check_adopter(self, job: Obj) -> None:
+        """Read the Job from the server before adopting for it: the cache may hold a Job since deleted or replaced."""
+        try:
+            fresh = await self.client.get(JOBS, str(metadata(job).get("name")), namespace_of(job))
+        except NotFound as exc:
+            raise AdoptionRefused(f"Job {key_of(job)} is gone") from exc
+        if uid_of(fresh) != uid_of(job):
+            raise AdoptionRefused(
+                f"original Job {key_of(job)} is gone: got uid {uid_of(fresh)}, wanted {uid_of(job)}"
+            )
+        if is_deleting(fresh):
+            raise AdoptionRefused(f"Job {key_of(job)} has just been deleted")
+
+    async def _patch_claim(self, pod: Obj, patch: Obj) -> Obj | None:
+        """Adopt or release ``pod``; the pod as patched, or None when it is gone."""
+        try:
+            return await self.client.patch(
+                PODS, str(metadata(pod)["name"]), patch, namespace_of(pod), patch_type="strategic"
+            )
+        except NotFound:
+            return None
 
     async def _execute(self, key: str, job: Obj, actions: Actions) -> float | None:
         namespace, name = namespace_of(job), str(metadata(job).get("name"))

@@ -163,6 +163,39 @@ def _skip_on_kind(clusters: Clusters, why: str) -> None:
         pytest.skip(reason)
 
 
+async def test_an_orphaned_pod_is_adopted_back_not_replaced(local_clusters: Clusters) -> None:
+    """A running pod whose owner reference a user removed still matches its Job's selector: the Job controller
+    adopts it again (owner reference and tracking finalizer back) and makes no replacement."""
+    _skip_on_kind(local_clusters, "compares the embedded Job controller's adoption with upstream's")
+    client = local_clusters.client()
+    gate = local_clusters.gate("finish")
+    command = f"while [ ! -e {gate} ]; do sleep 0.2; done"
+    await client.create(JOBS, job_body("adopt", command, completions=2, parallelism=2), "default")
+    job = await local_clusters.wait_for(
+        JOBS, "default", "adopt", lambda j: (j.get("status") or {}).get("ready") == 2
+    )
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=adopt")
+    orphan = pods[0]["metadata"]["name"]
+    await client.patch(
+        PODS, orphan, [{"op": "remove", "path": "/metadata/ownerReferences"}], "default", patch_type="json"
+    )
+    adopted = await local_clusters.wait_for(
+        PODS,
+        "default",
+        orphan,
+        lambda p: bool(p["metadata"].get("ownerReferences")) and _tracked(p),
+        within=RELEASE_WITHIN,
+    )
+    (ref,) = adopted["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["uid"]) == ("Job", "adopt", job["metadata"]["uid"])
+    assert ref["controller"] is True and ref["blockOwnerDeletion"] is True
+    await gate.open()
+    done = await local_clusters.wait_for(JOBS, "default", "adopt", has_condition("Complete"))
+    assert done["status"]["succeeded"] == 2
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=adopt")
+    assert len(pods) == 2, f"no replacement for the adopted pod: {[p['metadata']['name'] for p in pods]}"
+
+
 BACKOFF_FIRST = 10.0  # the first pod failure back-off of kube-controller-manager
 TIMESTAMP_GRANULARITY = 1.0  # both times are whole seconds
 

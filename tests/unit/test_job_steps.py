@@ -35,6 +35,7 @@ from multiqueue.controllers.job_finish import (
 )
 from multiqueue.controllers.job_pods import deletion_order, excess_indexed, manage_pods
 from multiqueue.controllers.job_suspend import RESUME, SUSPEND, suspension
+from multiqueue.controllers.job_sync import decide
 from multiqueue.controllers.job_ttl import AfterFinish, after_finish
 from tests.unit.jobfixtures import cond, job
 from tests.unit.test_job_sync import NOW, STARTED, pod, running_job
@@ -122,6 +123,57 @@ def test_pod_outcome(
     owner = running_job(completions=3, parallelism=1, **spec)
     outcome = pod_outcome(owner, pod(owner, phase, **pod_args), ending_in_success=ending_in_success)
     assert outcome.kind == want, case
+
+
+EVICTED = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "EvictionByEvictionAPI",
+    "message": "Eviction API: evicting",
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "policy", "phase", "want_failed", "want_terminating", "want_released"),
+    [
+        (
+            "evicted, still terminating: neither failed nor replaced yet",
+            DISRUPTION_IGNORED,
+            "Running",
+            0,
+            1,
+            0,
+        ),
+        ("evicted and failed, rule Ignore: released, not a failure", DISRUPTION_IGNORED, "Failed", 0, 0, 1),
+        ("evicted and failed, no policy: a failure", None, "Failed", 1, 0, 1),
+    ],
+)
+def test_a_pod_evicted_through_the_eviction_api(
+    case: str,
+    policy: dict[str, Any] | None,
+    phase: str,
+    want_failed: int,
+    want_terminating: int,
+    want_released: int,
+) -> None:
+    """The eviction API gives the pod DisruptionTarget (reason EvictionByEvictionAPI) and deletes it; a rule
+    onPodConditions DisruptionTarget with action Ignore keeps it out of the failures once it has failed."""
+    spec: dict[str, Any] = {"completions": 1, "parallelism": 1, "backoffLimit": 0}
+    if policy is not None:
+        spec["podFailurePolicy"] = policy
+    owner = running_job(**spec)
+    evicted = pod(owner, phase, deleting=True, exit_code=143 if phase == "Failed" else None)
+    evicted["status"]["conditions"] = [EVICTED]
+    counted = account(owner, [evicted], NOW, ending_in_success=False)
+    assert (counted.failed_total, len(counted.terminating), len(counted.release)) == (
+        want_failed,
+        want_terminating,
+        want_released,
+    ), case
+    actions = decide(owner, [evicted], NOW)
+    status = actions.status or {}
+    conditions = {c["type"] for c in status.get("conditions") or []}
+    assert ("FailureTarget" in conditions) is (want_failed > 0), case
 
 
 def test_a_fail_job_rule_is_reported_by_the_accounting() -> None:
