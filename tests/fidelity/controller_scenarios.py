@@ -1,7 +1,7 @@
 """Job and CronJob scenarios, as data, for the controller differential test (test_controllers.py).
 
 Each scenario is one object created in a namespace of its own on both clusters, steps that act on it when a
-condition first holds (resume, suspend, delete a pod, delete the Job), and the condition that ends it. Conditions
+condition first holds (resume, suspend, delete a pod, take a pod's owner reference away, delete the Job), and the condition that ends it. Conditions
 are small dicts whose keys must all hold (see ``test_controllers.holds``):
 
 - ``finished``: the Job has a Complete or Failed condition that is True
@@ -39,6 +39,13 @@ INDEX_1_FAILS = '[ "$JOB_COMPLETION_INDEX" = 1 ] && exit 1; exit 0'
 # For Jobs that fail at their first failure: the other indexes have ended by then on either side, so which pods
 # were still running when it failed is not a matter of timing.
 INDEX_1_FAILS_LAST = '[ "$JOB_COMPLETION_INDEX" = 1 ] && { sleep 5; exit 1; }; exit 0'
+# Index 0 fails once; its next pod succeeds only if it starts 9 s or more after that failure (the back-off is 10 s,
+# timestamps are whole seconds), else it fails the index. Index 1 succeeds as soon as index 0 has failed.
+INDEX_0_BACKS_OFF_WHILE_1_SUCCEEDS = (
+    'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then while [ ! -e {marker} ]; do sleep 0.2; done; exit 0; fi; '
+    "if [ -e {marker} ]; then [ $(( $(date +%s) - $(stat -c %Y {marker}) )) -ge 9 ] && exit 0; exit 4; fi; "
+    "touch {marker}; exit 3"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +134,18 @@ JOBS: tuple[Scenario, ...] = (
         "backoffLimitPerIndex 1: index 1 fails twice, the others complete: FailedIndexes",
         job_spec(
             INDEX_1_FAILS, completionMode="Indexed", completions=3, parallelism=3, backoffLimitPerIndex=1
+        ),
+    ),
+    _job(
+        "per-index-backoff-independent",
+        "backoffLimitPerIndex 1: index 0 fails once and comes back only after its own 10 s back-off (sooner fails it), "
+        "though index 1 succeeds meanwhile",
+        job_spec(
+            INDEX_0_BACKS_OFF_WHILE_1_SUCCEEDS,
+            completionMode="Indexed",
+            completions=2,
+            parallelism=2,
+            backoffLimitPerIndex=1,
         ),
     ),
     _job(
@@ -256,6 +275,13 @@ JOBS: tuple[Scenario, ...] = (
         job_spec(LONG_ONCE, podReplacementPolicy="TerminatingOrFailed"),
         {"finished": True},
         {"when": {"running": 1}, "do": {"delete_pod": True}},
+    ),
+    _job(
+        "orphan-adopted",
+        "a running pod loses its ownerReference: the Job adopts it back and makes no replacement",
+        job_spec("sleep 5; exit 0"),
+        {"finished": True},
+        {"when": {"running": 1}, "do": {"unown_pod": True}},
     ),
     _job(
         "ttl-after-finished",

@@ -301,6 +301,12 @@ class Run:
         elif "delete_pod" in operation:
             running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
             await client.delete(PODS, str(_meta(running[0])["name"]), self.namespace)
+        elif "unown_pod" in operation:
+            running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
+            remove = [{"op": "remove", "path": "/metadata/ownerReferences"}]
+            await client.patch(
+                PODS, str(_meta(running[0])["name"]), remove, self.namespace, patch_type="json"
+            )
         else:
             raise ValueError(f"unknown operation {operation!r} in scenario {self.scenario.name}")
         self.log.append(f"did {json.dumps(operation)}")
