@@ -4,6 +4,10 @@ Counting follows upstream's finalizer protocol: a finished pod that still has ``
 is first written into ``status.uncountedTerminatedPods``; once its finalizer is gone (or the pod is) it is
 counted into ``succeeded``/``failed`` and leaves the uncounted list. A pod is therefore counted exactly once, even
 across controller restarts. Indexed Jobs count completed and failed indexes instead of succeeded pods.
+
+With ``backoffLimitPerIndex`` the latest failed pod of an index that will run again is held back (neither
+recorded nor released) until its replacement exists, as upstream holds it: it carries the index's failure counts
+and the moment its back-off runs from.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Final, NamedTuple
 from multiqueue.api import indexes, jobs, pods
 from multiqueue.api.meta import as_dict, as_list, metadata, uid_of
 from multiqueue.api.types import Obj
+from multiqueue.controllers.job_backoff import has_backoff_limit_per_index, last_failed_per_index
 from multiqueue.controllers.job_failure_policy import (
     COUNT,
     FAIL_INDEX,
@@ -182,10 +187,29 @@ def _record(job: Obj, finished: Sequence[Obj], *, ending_in_success: bool) -> _R
     return recorded
 
 
-def account(job: Obj, owned_pods: Sequence[Obj], now: datetime, *, ending_in_success: bool) -> Accounting:
+def _held_for_replacement(
+    job: Obj, owned_pods: Sequence[Obj], finished: Sequence[Obj], settled: set[int]
+) -> list[Obj]:
+    """The failed pods whose recording waits for their replacement: per index neither ``settled`` (completed or
+    failed) nor held by an active pod, the latest failed pod still tracked."""
+    active = {index_of(p, job) for p in owned_pods if pods.is_active(p)}
+    taken = settled | {i for i in active if i is not None}
+    return list(last_failed_per_index(job, finished, taken).values())
+
+
+def account(
+    job: Obj,
+    owned_pods: Sequence[Obj],
+    now: datetime,
+    *,
+    ending_in_success: bool,
+    holding: bool = False,
+) -> Accounting:
     """Count the pods of ``job`` (terminating and finished ones too) against its status, as this sync records.
 
     ``ending_in_success``: the Job has SuccessCriteriaMet, so the pods removed from now on are no failures.
+    ``holding``: the Job neither ends nor is being deleted, so with per-index limits the latest failed pod of an
+    index to retry is held back until its replacement exists.
     """
     by_uid = {uid_of(p): p for p in owned_pods}
     flushed = _flush(job, {u for u, p in by_uid.items() if has_tracking_finalizer(p)})
@@ -194,6 +218,12 @@ def account(job: Obj, owned_pods: Sequence[Obj], now: datetime, *, ending_in_suc
     new = _record(job, finished[:MAX_UNCOUNTED_PER_SYNC], ending_in_success=ending_in_success)
     completed, failed_indexes = _status_indexes(job)
     failed_indexes |= new.failed_indexes
+    if holding and has_backoff_limit_per_index(job):
+        settled = completed | new.completed_indexes | failed_indexes
+        held = {uid_of(p) for p in _held_for_replacement(job, owned_pods, finished, settled)}
+        if held:
+            finished = [p for p in finished if uid_of(p) not in held]
+            new = _record(job, finished[:MAX_UNCOUNTED_PER_SYNC], ending_in_success=ending_in_success)
     succeeded = flushed.succeeded
     indexed = jobs.is_indexed(job)
     if indexed:

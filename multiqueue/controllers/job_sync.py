@@ -172,17 +172,21 @@ def _sync(job: Obj, owned_pods: Sequence[Obj], now: datetime, can_manage_pods: b
     can_manage_pods = can_manage_pods and not deleting
     status, conditions = _working_status(job, now)
 
-    ending_in_success = (interim_condition(conditions) or {}).get("type") == jobs.SUCCESS_CRITERIA_MET
-    counted = account(job, owned_pods, now, ending_in_success=ending_in_success)
+    interim = interim_condition(conditions)
+    ending_in_success = (interim or {}).get("type") == jobs.SUCCESS_CRITERIA_MET
+    # Failed pods held back for their replacement (per-index limits) are recorded once the Job ends after all.
+    counted = account(
+        job, owned_pods, now, ending_in_success=ending_in_success, holding=interim is None and not deleting
+    )
+    if interim is None and (target := interim_verdict(job, counted, now)) is not None:
+        set_condition(conditions, target.type, "True", target.reason, target.message, now)
+        interim = interim_condition(conditions)
+        counted = account(job, owned_pods, now, ending_in_success=ending_in_success)
     status.update(counted_status(job, counted))
     actions = Actions(remove_finalizers=list(counted.release))
     if counted.recount:
         actions.requeue(0)
 
-    interim = interim_condition(conditions)
-    if interim is None and (target := interim_verdict(job, counted, now)) is not None:
-        set_condition(conditions, target.type, "True", target.reason, target.message, now)
-        interim = interim_condition(conditions)
     if interim is not None:
         if can_manage_pods:
             actions.change_pods(remove_active(counted, release=False))

@@ -202,7 +202,8 @@ TIMESTAMP_GRANULARITY = 1.0  # both times are whole seconds
 
 async def test_per_index_backoff_is_not_cut_short_by_another_index(local_clusters: Clusters) -> None:
     """With backoffLimitPerIndex each index waits out its own back-off: index 1 succeeding while index 0 waits
-    does not let index 0 come back before 10 s."""
+    does not let index 0 come back before 10 s. Meanwhile the failed pod keeps its tracking finalizer and is not
+    counted yet: its replacement inherits the index's failure count from it."""
     _skip_on_kind(local_clusters, "compares the embedded Job controller's per-index back-off with upstream's")
     client = local_clusters.client()
     marker = local_clusters.gate("index-0-failed")
@@ -213,6 +214,17 @@ async def test_per_index_backoff_is_not_cut_short_by_another_index(local_cluster
         "per-index", command, completionMode="Indexed", completions=2, parallelism=2, backoffLimitPerIndex=1
     )
     await client.create(JOBS, body, "default")
+    waiting = await local_clusters.wait_for(
+        JOBS,
+        "default",
+        "per-index",
+        lambda j: (j.get("status") or {}).get("completedIndexes") == "1" and not j["status"].get("active"),
+    )
+    assert not waiting["status"].get("failed"), "the failed pod is counted once its replacement exists"
+    assert not (waiting["status"].get("uncountedTerminatedPods") or {}).get("failed")
+    pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=per-index")
+    held = [p for p in pods if p["status"].get("phase") == "Failed"]
+    assert len(held) == 1 and _tracked(held[0]), "it keeps the tracking finalizer while its index backs off"
     done = await local_clusters.wait_for(JOBS, "default", "per-index", has_condition("Complete"), within=90)
     assert done["status"]["completedIndexes"] == "0,1" and done["status"]["failed"] == 1
     pods, _ = await client.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=per-index")

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from multiqueue.api import jobs
+from multiqueue.api.meta import format_time
 from multiqueue.controllers.job_accounting import account
 from multiqueue.controllers.job_backoff import backoff_delay, indexes_due, next_index_counts
 from multiqueue.controllers.job_pod_facts import INDEX_IGNORED_FAILURE_COUNT
 from multiqueue.controllers.job_pods import manage_pods
+from multiqueue.controllers.job_sync import decide
 from tests.unit.test_job_sync import NOW, pod, running_job
 
 EXIT_3_IGNORED = {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]}
@@ -166,3 +168,55 @@ def test_an_ignored_failure_still_backs_off_and_is_carried_in_its_own_annotation
 def test_indexes_due_with_no_failed_pod_is_every_wanted_index() -> None:
     plan = indexes_due([0, 2], {}, NOW)
     assert plan.now == (0, 2) and plan.requeue_after is None
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "failure_count", "replacement", "deleting", "want_held"),
+    [
+        (
+            "per index, the index runs again: held until its replacement exists",
+            PER_INDEX,
+            0,
+            False,
+            False,
+            True,
+        ),
+        ("per index, its replacement exists: recorded and released", PER_INDEX, 0, True, False, False),
+        ("per index, the index has used up its limit: recorded at once", PER_INDEX, 3, False, False, False),
+        ("per index, the Job is being deleted: recorded at once", PER_INDEX, 0, False, True, False),
+        (
+            "Indexed without per-index limits: recorded at once",
+            {"completionMode": "Indexed", "completions": 2, "parallelism": 2},
+            0,
+            False,
+            False,
+            False,
+        ),
+    ],
+)
+def test_a_failed_pod_is_held_for_its_replacement(
+    case: str, spec: dict[str, Any], failure_count: int, replacement: bool, deleting: bool, want_held: bool
+) -> None:
+    """As upstream, with per-index limits the latest failed pod of an index that runs again keeps its tracking
+    finalizer and stays out of the counts until its replacement exists: it carries what the replacement
+    inherits."""
+    owner = running_job(**spec)
+    if deleting:
+        owner["metadata"]["deletionTimestamp"] = format_time(NOW)
+    failed = pod(
+        owner,
+        "Failed",
+        index=0,
+        exit_code=1,
+        finished=NOW - timedelta(seconds=4),
+        failure_count=failure_count,
+    )
+    owned = [failed, pod(owner, index=1)]
+    if replacement:
+        owned.append(pod(owner, index=0, failure_count=failure_count + 1))
+    actions = decide(owner, owned, NOW)
+    status = actions.status or owner["status"]
+    recorded = failed["metadata"]["uid"] in (status.get("uncountedTerminatedPods") or {}).get("failed", [])
+    released = failed["metadata"]["uid"] in [p["metadata"]["uid"] for p in actions.remove_finalizers]
+    assert (recorded, released) == (not want_held, not want_held), case
+    assert actions.create == [], "the back-off of index 0 still runs, or its pod exists"
