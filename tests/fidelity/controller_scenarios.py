@@ -1,7 +1,7 @@
 """Job and CronJob scenarios, as data, for the controller differential test (test_controllers.py).
 
 Each scenario is one object created in a namespace of its own on both clusters, steps that act on it when a
-condition first holds (resume, suspend, delete a pod, take a pod's owner reference away, delete the Job), and the condition that ends it. Conditions
+condition first holds (resume, suspend, delete a pod, take a pod's owner reference away, relabel a pod out of the selector, delete the Job), and the condition that ends it. Conditions
 are small dicts whose keys must all hold (see ``test_controllers.holds``):
 
 - ``finished``: the Job has a Complete or Failed condition that is True
@@ -282,6 +282,13 @@ JOBS: tuple[Scenario, ...] = (
         job_spec("sleep 5; exit 0"),
         {"finished": True},
         {"when": {"running": 1}, "do": {"unown_pod": True}},
+    ),
+    _job(
+        "relabelled-released",
+        "a running pod relabelled out of the selector: released (no owner reference, no finalizer) and replaced",
+        job_spec("sleep 3; exit 0"),
+        {"finished": True, "pods": 2, "settled": True},
+        {"when": {"running": 1}, "do": {"relabel_pod": {"batch.kubernetes.io/controller-uid": "elsewhere"}}},
     ),
     _job(
         "ttl-after-finished",

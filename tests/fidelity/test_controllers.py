@@ -301,6 +301,10 @@ class Run:
         elif "delete_pod" in operation:
             running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
             await client.delete(PODS, str(_meta(running[0])["name"]), self.namespace)
+        elif "relabel_pod" in operation:
+            running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
+            labels = {"metadata": {"labels": operation["relabel_pod"]}}
+            await client.patch(PODS, str(_meta(running[0])["name"]), labels, self.namespace)
         elif "unown_pod" in operation:
             running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
             remove = [{"op": "remove", "path": "/metadata/ownerReferences"}]
