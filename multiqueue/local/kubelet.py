@@ -41,18 +41,19 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
-from multiqueue.api.types import PODS, Obj
+from multiqueue.api.types import CONFIGMAPS, PODS, SECRETS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.local import containers
+from multiqueue.local import containers, probes, shells, volumes
 from multiqueue.local.containers import (
     AttemptLog,
     ContainerProcess,
@@ -66,6 +67,7 @@ from multiqueue.local.containers import (
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
 from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
 from multiqueue.local.podstatus import ContainerView, Ended, PodView, pod_status
+from multiqueue.local.probes import ProbeSpec, ProbeState
 from multiqueue.loop.controller import Controller
 from multiqueue.loop.files import open_private
 from multiqueue.loop.runner import Runner
@@ -240,7 +242,9 @@ class LocalKubelet:
             seen = entry.observation
             if seen.pid is None or seen.start_ticks is None:
                 continue
-            process = await asyncio.to_thread(ContainerProcess.adopt, seen.pid, seen.start_ticks)
+            process = await asyncio.to_thread(
+                ContainerProcess.adopt, seen.pid, seen.start_ticks, entry.run_dir()
+            )
             if process is not None:
                 adopted.append(process)
         try:
@@ -258,7 +262,13 @@ class LocalKubelet:
         """The pod is gone from the API: stop what still runs for it (its name may come back as a new pod)."""
         running = self._running.pop(key_of(pod), None)
         if running is not None:
-            self._in_background(self._stop_running(running, _grace_of(pod)))
+            self._in_background(self._stop_then_release(running, pod))
+        elif self.mode == "process":
+            self._in_background(self._release(pod))
+
+    async def _stop_then_release(self, running: _Running, pod: Obj) -> None:
+        await self._stop_running(running, _grace_of(pod))
+        await self._release(pod)
 
     # --- the kubelet API ----------------------------------------------------------------------------------------
 
@@ -428,6 +438,7 @@ class LocalKubelet:
             init_ended = await self._container(pod, running, init, record, state, status, report_pending)
             if init_ended.exit_code != 0:
                 await self._report(pod, view, pods.FAILED)
+                await self._release(pod)
                 return
         for container in view.main.values():
             container.waiting = ("ContainerCreating", "")
@@ -442,6 +453,7 @@ class LocalKubelet:
         results = await asyncio.gather(*(run_one(i, c) for i, c in enumerate(main)))
         ok = all(r.exit_code == 0 for r in results)
         await self._report(pod, view, pods.SUCCEEDED if ok else pods.FAILED)
+        await self._release(pod)
 
     async def _container(
         self,
@@ -466,13 +478,15 @@ class LocalKubelet:
                 return status.end(Ended.observed(seen), format_time(self.clock()))
             if step is Step.ADOPT:
                 assert seen.pid is not None and seen.start_ticks is not None
-                process = await asyncio.to_thread(ContainerProcess.adopt, seen.pid, seen.start_ticks)
+                process = await asyncio.to_thread(
+                    ContainerProcess.adopt, seen.pid, seen.start_ticks, record.run_dir(seen.attempt)
+                )
                 if process is not None:
                     log.info(
                         "kubelet %s: pod %s: adopted %s (pid %d)", self.node_name, key_of(pod), name, seen.pid
                     )
                     status.run(seen.attempt, seen.started_at or format_time(self.clock()))
-                    await self._wait(running, process, report)
+                    await self._wait(running, process, report, self._prober(pod, container, process, status))
                 continue
             assert step in (Step.START, Step.RESTART), step
             if step is Step.RESTART:
@@ -491,7 +505,7 @@ class LocalKubelet:
             process = await self._spawn(pod, container, record, attempt, run_dir)
             if process is not None:
                 status.run(attempt, now)
-                await self._wait(running, process, report)
+                await self._wait(running, process, report, self._prober(pod, container, process, status))
 
     def _backoff_left(self, seen: Observation) -> float:
         """Upstream's crash-loop back-off (10 s, doubling, at most 300 s), counted from when the container ended."""
@@ -501,25 +515,132 @@ class LocalKubelet:
         return max(backoff, 0.0)
 
     async def _wait(
-        self, running: _Running, process: ContainerProcess, report: Callable[[], Awaitable[None]]
+        self,
+        running: _Running,
+        process: ContainerProcess,
+        report: Callable[[], Awaitable[None]],
+        prober: Callable[[Callable[[], Awaitable[None]]], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         running.processes.append(process)
+        probing = asyncio.create_task(prober(report)) if prober is not None else None
         try:
             await report()
             await process.wait()
         finally:
+            await cancel_and_wait([probing] if probing is not None else [])
             running.processes.remove(process)
             process.close()
+
+    # --- probes -----------------------------------------------------------------------------------------------
+
+    def _prober(
+        self, pod: Obj, container: Obj, process: ContainerProcess, status: ContainerView
+    ) -> Callable[[Callable[[], Awaitable[None]]], Coroutine[Any, Any, None]] | None:
+        """What probes the running container (None: it has no probe the kubelet runs)."""
+        readiness, liveness = probes.readiness_of(container), probes.liveness_of(container)
+        if readiness is None and liveness is None:
+            return None
+
+        async def probe(report: Callable[[], Awaitable[None]]) -> None:
+            async with asyncio.TaskGroup() as group:
+                if readiness is not None:
+                    group.create_task(
+                        self._probe_loop(pod, container, process, status, readiness, report, True)
+                    )
+                if liveness is not None:
+                    group.create_task(
+                        self._probe_loop(pod, container, process, status, liveness, report, False)
+                    )
+
+        return probe
+
+    async def _probe_loop(
+        self,
+        pod: Obj,
+        container: Obj,
+        process: ContainerProcess,
+        status: ContainerView,
+        spec: ProbeSpec,
+        report: Callable[[], Awaitable[None]],
+        readiness: bool,
+    ) -> None:
+        """Run one probe every period while the container runs: readiness sets its ``ready``, a liveness
+        failure stops it (its restart policy then decides)."""
+        state = ProbeState.readiness() if readiness else ProbeState.liveness()
+        since = status.running_since
+        running_for = 0.0
+        if since is not None:
+            with contextlib.suppress(ValueError):
+                started = datetime.fromisoformat(since.replace("Z", "+00:00"))
+                running_for = (self.clock() - started).total_seconds()
+        await asyncio.sleep(probes.first_run_in(spec, running_for))
+        while not process.ended:
+            passed = await self._run_probe(pod, container, process, spec)
+            now = probes.after(state, passed, spec)
+            if readiness and now.passing != state.passing:
+                status.probe_ready = now.passing
+                await report()
+            if not readiness and not now.passing:
+                log.info("kubelet %s: pod %s: %s failed its liveness probe", self.node_name, key_of(pod),
+                         container.get("name"))  # fmt: skip
+                await containers.stop_processes([process], _termination_grace(pod))
+                return
+            state = now
+            await asyncio.sleep(spec.period)
+
+    async def _run_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
+        """Run an exec probe beside the container (in its mount namespace when it has one); whether it passed."""
+        argv = shells.with_shell(list(spec.command), shells.host_bash())
+        main = containers.main_pid(process.run_dir) if process.run_dir is not None else None
+        if main is not None and volumes.needs_mounts(pod, container):
+            argv = ["nsenter", "--mount", f"--target={main}", "--", *argv]
+        meta = metadata(pod)
+        workdir = self.log_dir / str(meta["namespace"]) / str(meta["name"]) / "work"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir)}
+        env |= self._environment(pod, container)
+        try:
+            child = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError:
+            return False
+        try:
+            async with asyncio.timeout(spec.timeout):
+                return await child.wait() == 0
+        except TimeoutError:
+            return False
+        finally:
+            if child.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                await child.wait()
 
     async def _spawn(
         self, pod: Obj, container: Obj, record: ContainerRecord, attempt: int, run_dir: Path
     ) -> ContainerProcess | None:
+        """Start one attempt of the container; None when it cannot start (recorded as a runtime's StartError)."""
         meta = metadata(pod)
         folder = self.log_dir / str(meta["namespace"]) / str(meta["name"])
         workdir = folder / "work"
-        argv = [str(a) for a in as_list(container.get("command")) + as_list(container.get("args"))]
-        if not argv:
-            argv = ["true"]
+        launch = shells.launch(container, shells.host_bash())
+        argv = list(launch.argv)
+        problem = launch.error
+        if not problem:
+            try:
+                argv = volumes.wrap(await self._mounts(pod, container, folder), argv)
+            except volumes.VolumeError as exc:
+                problem = str(exc)
+        if problem:
+            log.info("kubelet %s: pod %s: %s cannot start: %s", self.node_name, key_of(pod),
+                     container.get("name"), problem)  # fmt: skip
+            await asyncio.to_thread(record.fail_to_start, attempt, containers.START_ERROR_EXIT_CODE, problem)
+            return None
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(workdir),
@@ -533,6 +654,41 @@ class LocalKubelet:
             await asyncio.to_thread(record.fail_to_start, attempt, 127)
             return None
 
+    async def _mounts(self, pod: Obj, container: Obj, folder: Path) -> list[volumes.Mount]:
+        """The container's volumes, ready on disk; :class:`volumes.VolumeError` when one cannot be."""
+        if not volumes.needs_mounts(pod, container):
+            return []
+        namespace = str(metadata(pod)["namespace"])
+        fetched: dict[tuple[str, str], dict[str, bytes] | None] = {}
+        for kind, name in volumes.referenced(pod):
+            try:
+                obj = await self.client.get(CONFIGMAPS if kind == "configmap" else SECRETS, name, namespace)
+            except NotFound:
+                fetched[kind, name] = None
+                continue
+            except KubeError as exc:
+                raise volumes.VolumeError(f'cannot read {kind} "{name}": {exc}') from None
+            fetched[kind, name] = volumes.decode(kind, obj)
+        # Not published yet (kube-controller-manager publishes it): an empty bundle, as the pod may read it later.
+        fetched.setdefault(("configmap", "kube-root-ca.crt"), {"ca.crt": b""})
+        if fetched["configmap", "kube-root-ca.crt"] is None:
+            fetched["configmap", "kube-root-ca.crt"] = {"ca.crt": b""}
+        sources = volumes.Sources(fetched, namespace)
+        mounts = await asyncio.to_thread(
+            volumes.prepare, pod, container, folder, sources, lambda path: _field(pod, self.node_name, path)
+        )
+        if mounts and (why := await asyncio.to_thread(volumes.namespace_error)) is not None:
+            raise volumes.VolumeError(why)
+        return mounts
+
+    async def _release(self, pod: Obj) -> None:
+        """The pod has ended or gone: its volumes and the mount points made for it go."""
+        if self.mode != "process":
+            return
+        meta = metadata(pod)
+        folder = self.log_dir / str(meta["namespace"]) / str(meta["name"])
+        await asyncio.to_thread(volumes.release, folder, str(meta.get("uid")))
+
     def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
         meta = metadata(pod)
         spec = as_dict(pod.get("spec"))
@@ -544,20 +700,9 @@ class LocalKubelet:
                 env[name] = str(entry["value"])
                 continue
             path = str(as_dict(as_dict(entry.get("valueFrom")).get("fieldRef")).get("fieldPath", ""))
-            simple = {
-                "metadata.name": meta.get("name"),
-                "metadata.namespace": meta.get("namespace"),
-                "metadata.uid": meta.get("uid"),
-                "spec.nodeName": self.node_name,
-                "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
-                "status.podIP": NODE_IP,
-                "status.hostIP": NODE_IP,
-            }
-            if path in simple:
-                env[name] = str(simple[path] or "")
-            elif (match := _FIELD_REF.fullmatch(path)) is not None:
-                source = labels_of(pod) if match.group(1) == "labels" else annotations_of(pod)
-                env[name] = str(source.get(match.group(2), ""))
+            value = _field(pod, self.node_name, path)
+            if value is not None:
+                env[name] = value
         return env
 
     # --- deletion ---------------------------------------------------------------------------------------------
@@ -573,6 +718,7 @@ class LocalKubelet:
         elif self.mode == "process":
             # Deleted while no kubelet watched it: its processes may still run.
             was_running = await self._stop_recorded(pod, grace)
+        await self._release(pod)
         meta = metadata(pod)
         if was_running and not pods.is_terminal(pod):
             # Killed by SIGTERM: exit code 143, as a container runtime reports it.
@@ -618,6 +764,37 @@ def _backoff_message(pod: Obj, container: str, attempt: int) -> str:
         f"back-off {seconds}s restarting failed container={container} "
         f"pod={meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})"
     )
+
+
+def _field(pod: Obj, node: str, path: str) -> str | None:
+    """A downward-API fieldPath's value for the pod (None: one the local kubelet does not give)."""
+    meta = metadata(pod)
+    spec = as_dict(pod.get("spec"))
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": node,
+        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
+        "status.podIP": NODE_IP,
+        "status.hostIP": NODE_IP,
+    }
+    if path in simple:
+        return str(simple[path] or "")
+    if (match := _FIELD_REF.fullmatch(path)) is not None:
+        source = labels_of(pod) if match.group(1) == "labels" else annotations_of(pod)
+        return str(source.get(match.group(2), ""))
+    if path in ("metadata.labels", "metadata.annotations"):
+        source = labels_of(pod) if path == "metadata.labels" else annotations_of(pod)
+        return "".join(f'{k}="{v}"\n' for k, v in sorted(source.items()))
+    return None
+
+
+def _termination_grace(pod: Obj) -> int:
+    try:
+        return max(int(as_dict(pod.get("spec")).get("terminationGracePeriodSeconds") or 30), 0)
+    except (TypeError, ValueError):
+        return 30
 
 
 def _grace_of(pod: Obj) -> int:
