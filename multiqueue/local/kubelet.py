@@ -221,20 +221,31 @@ class LocalKubelet:
         the others are adopted by :meth:`sync`."""
         found = await asyncio.to_thread(containers.recorded, self.log_dir, self.node_name)
         doomed = []
+        ended: set[tuple[str, str, str]] = set()
         for entry in found:
             pod = self.pods.get(f"{entry.namespace}/{entry.name}")
             state = PodState(
                 gone=pod is None or str(metadata(pod).get("uid")) != entry.uid,
                 terminal=pod is not None and pods.is_terminal(pod),
             )
+            if state.gone or state.terminal:
+                ended.add((entry.namespace, entry.name, entry.uid))
             if containers.decide(entry.observation, state) is Step.KILL:
                 log.info(
                     "kubelet %s: stopping %s of pod %s/%s (uid %s): the pod is gone or finished",
                     self.node_name, entry.container, entry.namespace, entry.name, entry.uid,
                 )  # fmt: skip
                 doomed.append(entry)
-        if doomed:
-            self._in_background(self._kill_recorded(doomed, grace=30.0))
+        if doomed or ended:
+            self._in_background(self._kill_then_release(doomed, ended))
+
+    async def _kill_then_release(
+        self, doomed: list[containers.Recorded], ended: set[tuple[str, str, str]]
+    ) -> None:
+        """Stop what runs for pods that are gone or finished, then remove their volumes and mount points."""
+        await self._kill_recorded(doomed, grace=30.0)
+        for namespace, name, uid in sorted(ended):
+            await asyncio.to_thread(volumes.release, self.log_dir / namespace / name, uid)
 
     async def _kill_recorded(self, entries: list[containers.Recorded], grace: float) -> None:
         adopted = []

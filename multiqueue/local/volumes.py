@@ -96,7 +96,7 @@ def decode(kind: str, obj: Obj) -> dict[str, bytes]:
     if kind == "secret":
         for key, value in as_dict(obj.get("data")).items():
             with contextlib.suppress(ValueError):
-                files[key] = base64.b64decode(str(value))
+                files[key] = base64.b64decode(str(value), validate=True)
         for key, value in as_dict(obj.get("stringData")).items():
             files[key] = str(value).encode()
         return files
@@ -104,7 +104,7 @@ def decode(kind: str, obj: Obj) -> dict[str, bytes]:
         files[key] = str(value).encode()
     for key, value in as_dict(obj.get("binaryData")).items():
         with contextlib.suppress(ValueError):
-            files[key] = base64.b64decode(str(value))
+            files[key] = base64.b64decode(str(value), validate=True)
     return files
 
 

@@ -16,7 +16,7 @@ import pytest
 from multiqueue.api.types import JOBS, PODS, Obj
 from multiqueue.kube.client import LogQuery
 from multiqueue.kube.errors import BadRequest
-from tests.e2e.conftest import BUSYBOX, Clusters, condition, has_condition, job_body
+from tests.e2e.conftest import BUSYBOX, GATES, GATES_MOUNT, Clusters, condition, has_condition, job_body
 
 pytestmark = pytest.mark.e2e
 
@@ -172,3 +172,31 @@ async def test_a_container_without_command_fails_to_start_unless_it_is_pause(
     assert _container_status(pause)["restartCount"] == 0 and "running" in _container_status(pause)["state"]
     await client.delete(PODS, "pause", "default")
     await local_clusters.wait_gone(PODS, "default", "pause")
+
+
+async def test_a_container_failing_its_liveness_probe_is_restarted_in_its_running_pod(
+    local_clusters: Clusters,
+) -> None:
+    _our_kubelet(local_clusters)
+    client = local_clusters.client()
+    gate = local_clusters.gate("alive")
+    container = {
+        "image": BUSYBOX,
+        "command": ["sh", "-c", "echo started; exec sleep 3600"],
+        "livenessProbe": {
+            "exec": {"command": ["test", "!", "-f", str(gate)]},
+            "periodSeconds": 1,
+            "failureThreshold": 1,
+        },
+        "volumeMounts": [GATES_MOUNT],
+    }
+    gates = {"name": "gates", "hostPath": {"path": str(GATES), "type": "DirectoryOrCreate"}}
+    body = _pod("lively", container, restartPolicy="Always", terminationGracePeriodSeconds=1, volumes=[gates])
+    await client.create(PODS, body, "default")
+    await local_clusters.wait_for(PODS, "default", "lively", _running)
+    await gate.open()
+    restarted = await local_clusters.wait_for(
+        PODS, "default", "lively", lambda p: _container_status(p).get("restartCount") == 1 and _running(p)
+    )
+    assert restarted["status"]["phase"] == "Running", "restartPolicy Always: the pod runs on"
+    assert _container_status(restarted)["lastState"]["terminated"]["exitCode"] == 143
