@@ -3,7 +3,7 @@ restarts (after a crash, a SIGKILL or a clean stop) finds the processes it start
 as a real kubelet re-reads its container runtime's state.
 
 A container runs under a small ``/bin/sh`` wrapper (:data:`WRAPPER`) in a session of its own, so it outlives the
-kubelet. The wrapper records its own pid and start time (field 22 of ``/proc/<pid>/stat``: a reused pid is never
+kubelet (the wrapper is POSIX sh on purpose; what the container's command runs under is the kubelet's choice). The wrapper records its own pid and start time (field 22 of ``/proc/<pid>/stat``: a reused pid is never
 taken for ours), runs the command, and when the command ends writes its exit code atomically (rename), whether or
 not a kubelet is alive by then.
 

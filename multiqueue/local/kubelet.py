@@ -2,11 +2,15 @@
 
 Modes:
 
-- ``process``: each container runs as a local process (the image is not used): ``command`` + ``args``, the
-  container's env (with downward-API fieldRefs such as JOB_COMPLETION_INDEX), HOSTNAME, a working directory per
-  pod; output goes to the log file ``pods/log`` serves. Deleting a pod sends SIGTERM to the container's process
-  group, waits the grace period, then SIGKILL. Only for clusters bound to loopback: anyone who can create a pod
-  can run a command here.
+- ``process``: each container runs as a local process (the image is not used): ``command`` + ``args`` (an image
+  shell such as ``sh`` run by the host's bash, multiqueue/local/shells.py), the container's env (with downward-API
+  fieldRefs such as JOB_COMPLETION_INDEX), HOSTNAME, a working directory per pod, its volumes at their mount paths
+  in a private mount namespace (multiqueue/local/volumes.py); output goes to the log file ``pods/log`` serves. A
+  container without a command cannot run (terminated, StartError), except the pause image's. Exec probes run
+  beside it (multiqueue/local/probes.py): readiness sets its ``ready``, a failed liveness probe stops it.
+  Deleting a pod sends SIGTERM to each container's main process, waits the grace period (the pod stays,
+  Terminating, meanwhile), then SIGKILLs its process group. Only for clusters bound to loopback: anyone who can
+  create a pod can run a command here.
 
   Container processes run in sessions of their own and are recorded in the pod's folder under ``log_dir``
   (multiqueue/local/containers.py), so they outlive the kubelet as containers outlive a real kubelet, and a
@@ -14,7 +18,8 @@ Modes:
   waits for a running one and reports its end, reports the recorded exit code of one that ended meanwhile, and
   reports one it cannot locate as terminated with reason ContainerStatusUnknown and exit code 137, as upstream's
   kubelet does. A container is never started twice for one attempt, so a pod with restartPolicy Never never runs
-  its command twice; OnFailure restarts a failed container, its restartCount continuing from the records.
+  its command twice; OnFailure restarts a failed container and Always any that ended (with upstream's back-off),
+  its restartCount continuing from the records.
   :meth:`LocalKubelet.stop_all_pods` stops them all for good (tests, tear-downs).
 - ``simulate``: a pod succeeds or fails after the duration and with the exit code given by its annotations
   ``multiqueue.dev/simulate-duration`` (seconds, default 0) and ``multiqueue.dev/simulate-exit-code`` (default 0).
@@ -38,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -46,6 +52,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+
+import aiohttp
 
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
@@ -206,14 +214,17 @@ class LocalKubelet:
 
     async def stop_all_pods(self, grace: float = 0.0) -> None:
         """Stop, for good, every pod process of this node: the ones this kubelet watches and any other its records
-        show running (SIGTERM to each process group, ``grace`` seconds, then SIGKILL). Nothing is reported to the
-        API. For tests and tear-downs that must not leave processes behind; works before or after :meth:`run`
+        show running (SIGTERM to each, ``grace`` seconds, then SIGKILL), and the mount points made on the host for
+        their volumes. Nothing is reported to the API. For tests and tear-downs that must not leave processes behind; works before or after :meth:`run`
         ends. A plain stop of the kubelet leaves pods running, so that a restart adopts them."""
         await self._let_go()
         if self.mode != "process":
             return
         found = await asyncio.to_thread(containers.recorded, self.log_dir, self.node_name)
         await self._kill_recorded([f for f in found if f.observation.seen is Seen.RUNNING], grace)
+        # Nothing runs for them any more: the mount points made on the host go too (their volumes stay on disk).
+        for namespace, name, uid in sorted({(f.namespace, f.name, f.uid) for f in found}):
+            await asyncio.to_thread(volumes.release, self.log_dir / namespace / name, uid, keep_volumes=True)
 
     async def _sweep(self) -> None:
         """At start: stop processes recorded for this node whose pod is gone or finished, as a kubelet kills the
@@ -547,21 +558,22 @@ class LocalKubelet:
     def _prober(
         self, pod: Obj, container: Obj, process: ContainerProcess, status: ContainerView
     ) -> Callable[[Callable[[], Awaitable[None]]], Coroutine[Any, Any, None]] | None:
-        """What probes the running container (None: it has no probe the kubelet runs)."""
+        """What probes the running container (None: it has no probe the kubelet runs): its startup probe until
+        that passes, then its readiness and liveness probes."""
+        startup = probes.startup_of(container)
         readiness, liveness = probes.readiness_of(container), probes.liveness_of(container)
-        if readiness is None and liveness is None:
+        if startup is None and readiness is None and liveness is None:
             return None
 
         async def probe(report: Callable[[], Awaitable[None]]) -> None:
+            loop = functools.partial(self._probe_loop, pod, container, process, status, report=report)
+            if startup is not None and not await loop(startup, "startup"):
+                return
             async with asyncio.TaskGroup() as group:
                 if readiness is not None:
-                    group.create_task(
-                        self._probe_loop(pod, container, process, status, readiness, report, True)
-                    )
+                    group.create_task(loop(readiness, "readiness"))
                 if liveness is not None:
-                    group.create_task(
-                        self._probe_loop(pod, container, process, status, liveness, report, False)
-                    )
+                    group.create_task(loop(liveness, "liveness"))
 
         return probe
 
@@ -572,12 +584,14 @@ class LocalKubelet:
         process: ContainerProcess,
         status: ContainerView,
         spec: ProbeSpec,
+        kind: str,
+        *,
         report: Callable[[], Awaitable[None]],
-        readiness: bool,
-    ) -> None:
-        """Run one probe every period while the container runs: readiness sets its ``ready``, a liveness
-        failure stops it (its restart policy then decides)."""
-        state = ProbeState.readiness() if readiness else ProbeState.liveness()
+    ) -> bool:
+        """Run one probe every period while the container runs: readiness sets its ``ready``; startup its
+        ``started`` (and ends there: True); a liveness failure, or startup failing enough, stops it (False; its
+        restart policy then decides)."""
+        state = ProbeState.liveness() if kind == "liveness" else ProbeState.readiness()
         since = status.running_since
         running_for = 0.0
         if since is not None:
@@ -588,18 +602,41 @@ class LocalKubelet:
         while not process.ended:
             passed = await self._run_probe(pod, container, process, spec)
             now = probes.after(state, passed, spec)
-            if readiness and now.passing != state.passing:
+            if kind == "readiness" and now.passing != state.passing:
                 status.probe_ready = now.passing
                 await report()
-            if not readiness and not now.passing:
-                log.info("kubelet %s: pod %s: %s failed its liveness probe", self.node_name, key_of(pod),
-                         container.get("name"))  # fmt: skip
+            if kind == "startup" and now.passing:
+                status.probe_started = True
+                await report()
+                return True
+            if (kind == "liveness" and not now.passing) or (
+                kind == "startup" and probes.started_failed(now, spec)
+            ):
+                log.info("kubelet %s: pod %s: %s failed its %s probe", self.node_name, key_of(pod),
+                         container.get("name"), kind)  # fmt: skip
                 await containers.stop_processes([process], _termination_grace(pod))
-                return
+                return False
             state = now
             await asyncio.sleep(spec.period)
+        return False
 
     async def _run_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
+        """Run a probe once; whether it passed."""
+        try:
+            async with asyncio.timeout(spec.timeout):
+                if spec.action == "tcp":
+                    _, writer = await asyncio.open_connection(spec.host, spec.port)
+                    writer.close()
+                    with contextlib.suppress(OSError):
+                        await writer.wait_closed()
+                    return True
+                if spec.action == "http":
+                    return await _http_probe(spec)
+        except (OSError, TimeoutError, aiohttp.ClientError):
+            return False
+        return await self._exec_probe(pod, container, process, spec)
+
+    async def _exec_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
         """Run an exec probe beside the container (in its mount namespace when it has one); whether it passed."""
         argv = shells.with_shell(list(spec.command), shells.host_bash())
         main = containers.main_pid(process.run_dir) if process.run_dir is not None else None
@@ -775,6 +812,19 @@ def _backoff_message(pod: Obj, container: str, attempt: int) -> str:
         f"back-off {seconds}s restarting failed container={container} "
         f"pod={meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})"
     )
+
+
+async def _http_probe(spec: ProbeSpec) -> bool:
+    """An httpGet probe: passes on a status from 200 to 399 (redirects are not followed; HTTPS is not verified, as
+    upstream's kubelet does not verify it either)."""
+    host = f"[{spec.host}]" if ":" in spec.host else spec.host
+    url = f"{spec.scheme.lower()}://{host}:{spec.port}{spec.path if spec.path.startswith('/') else '/' + spec.path}"
+    headers = {"User-Agent": "kube-probe/1.37", **dict(spec.headers)}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers=headers, allow_redirects=False, ssl=False) as response,
+    ):
+        return 200 <= response.status < 400
 
 
 def _field(pod: Obj, node: str, path: str) -> str | None:

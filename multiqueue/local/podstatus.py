@@ -68,15 +68,22 @@ class ContainerView:
     last: Ended | None = None  # how the attempt before ended (lastState)
     probed: bool = False  # it has a readiness probe: ready only once that succeeds
     probe_ready: bool = False  # what its readiness probe says
+    startup_probed: bool = False  # it has a startup probe: started only once that succeeds
+    probe_started: bool = False  # its startup probe has passed
 
     def run(self, attempt: int, since: str) -> None:
         self.attempt, self.running_since, self.ended = attempt, since, None
-        self.probe_ready = False
+        self.probe_ready = self.probe_started = False
+
+    @property
+    def started(self) -> bool:
+        """Running, and (with a startup probe) started by it."""
+        return self.running_since is not None and (self.probe_started or not self.startup_probed)
 
     @property
     def ready(self) -> bool:
-        """Running, and (with a readiness probe) ready by it."""
-        return self.running_since is not None and (self.probe_ready or not self.probed)
+        """Started, and (with a readiness probe) ready by it."""
+        return self.started and (self.probe_ready or not self.probed)
 
     def end(self, ended: Ended, now: str) -> Ended:
         self.running_since = None
@@ -100,7 +107,9 @@ class PodView:
             found = [as_dict(c) for c in as_list(spec.get(field))]
             return {
                 str(c.get("name")): ContainerView(
-                    str(c.get("image") or "local"), probed=probes.readiness_of(c) is not None
+                    str(c.get("image") or "local"),
+                    probed=probes.readiness_of(c) is not None,
+                    startup_probed=probes.startup_of(c) is not None,
                 )
                 for c in found
             }
@@ -191,7 +200,7 @@ def _container_status(uid: str, name: str, container: ContainerView, started: st
         "image": container.image,
         "imageID": "",
         "ready": "running" in state and container.ready,
-        "started": "running" in state,
+        "started": "running" in state and container.started,
         "restartCount": container.restarts,
         "state": state,
         "lastState": last,

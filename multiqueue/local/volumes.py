@@ -12,7 +12,8 @@ How the process sees them: its command runs under ``unshare --mount --propagatio
 (:data:`MOUNT_SCRIPT`) bind-mounts each source at its mount path, read-only where asked, then execs the command,
 so the recorded pid stays the command's and nothing is mounted on the host. A bind mount needs its mount point to
 exist. One that does not exist on the host (``/data``) is made on the host before the container starts, as an
-empty folder (or file), and removed once no pod of this process uses it (:func:`release`). Hiding the nearest
+empty folder (or file), and removed once no pod uses it (:func:`release`; a registry under ``/run/multiqueue``
+counts the pods of every kubelet of the host). Hiding the nearest
 existing parent instead (a tmpfs, or an overlay over ``/``) would hide what lies there (``/proc``, ``/dev``,
 ``/tmp`` and every other mount are not part of an overlay of ``/``), which commands need; an empty folder that
 lives as long as the pod is what the host sees of it. A mount path inside another volume is made in that volume.
@@ -25,14 +26,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import json
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Final
 
@@ -309,12 +312,63 @@ def _write_files(folder: Path, files: Mapping[str, bytes]) -> None:
 # --- mount points on the host ------------------------------------------------------------------------------------
 
 _LOCK: Final = threading.Lock()
-_USERS: Final[dict[str, set[str]]] = {}  # a mount point this process made on the host -> the pods that use it
+# Which pods use each mount point a kubelet made on the host, shared by every kubelet of the host (several
+# ``local up`` or test processes may run pods with the same mount path): a mount point is removed only when no
+# pod uses it, for removing a folder another pod's namespace has a mount on would take that mount away.
+REGISTRY: Final = Path("/run/multiqueue/mount-points.json")
+
+
+@contextlib.contextmanager
+def _users() -> Iterator[dict[str, set[str]]]:
+    """The registry of mount points and the pods that use them, locked (threads and processes) while held; what
+    the caller changes is written back."""
+    registry = _registry()
+    with _LOCK:
+        fd = os.open(registry, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with os.fdopen(os.dup(fd), "r", encoding="utf-8") as handle:
+                text = handle.read()
+            try:
+                data = json.loads(text) if text else {}
+            except ValueError:
+                data = {}
+            users = {str(k): {str(u) for u in v} for k, v in data.items() if isinstance(v, list)}
+            try:
+                yield users
+            finally:  # also when making a mount point failed part way: what was made is recorded
+                kept = {k: sorted(v) for k, v in users.items() if os.path.lexists(k)}
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(kept).encode(), 0)
+        finally:
+            os.close(fd)
+
+
+@functools.cache
+def _registry() -> Path:
+    """Where the registry is: under /run (root), else in the temporary folder of this user."""
+    for folder in (REGISTRY.parent, Path(tempfile.gettempdir()) / f"multiqueue-{os.getuid()}"):
+        with contextlib.suppress(OSError):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return folder / REGISTRY.name
+    raise VolumeError("no folder to keep the registry of mount points in")
 
 
 def _make_mount_points(mounts: list[Mount], base: Path, uid: str) -> None:
     made: list[str] = []
-    with _LOCK:
+    try:
+        _register_mount_points(mounts, uid, made)
+    finally:
+        if made:
+            record = base / _CREATED_FILE
+            before = _read_made(record)
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+            record.write_text(json.dumps(before + [p for p in made if p not in before]))
+
+
+def _register_mount_points(mounts: list[Mount], uid: str, made: list[str]) -> None:
+    with _users() as users:
         for index, mount in enumerate(mounts):
             file = mount.source.is_file()
             inner = next((m for m in reversed(mounts[:index]) if _under(mount.target, m.target)), None)
@@ -324,15 +378,10 @@ def _make_mount_points(mounts: list[Mount], base: Path, uid: str) -> None:
                 _make(Path(inner.source) / relative, file, [])
                 continue
             for created in _make(Path(mount.target), file, made):
-                _USERS.setdefault(created, set())
-            for path, users in _USERS.items():
+                users.setdefault(created, set())
+            for path, using in users.items():
                 if _under(mount.target, path) or mount.target == path:
-                    users.add(uid)
-        if made:
-            record = base / _CREATED_FILE
-            before = _read_made(record)
-            base.mkdir(mode=0o700, parents=True, exist_ok=True)
-            record.write_text(json.dumps(before + [p for p in made if p not in before]))
+                    using.add(uid)
 
 
 def _make(target: Path, file: bool, made: list[str]) -> list[str]:
@@ -366,23 +415,23 @@ def _read_made(record: Path) -> list[str]:
 
 
 def release(pod_folder: Path, uid: str, *, keep_volumes: bool = False) -> None:
-    """The pod has ended or gone: remove the mount points made on the host for it that no other pod of this process
-    uses (only while they are empty: what is inside is never ours), and (unless ``keep_volumes``) its emptyDir and
-    file volumes."""
+    """The pod has ended or gone: remove the mount points made on the host for it that no other pod uses (only
+    while they are empty: what is inside is never ours), and (unless ``keep_volumes``) its emptyDir and file
+    volumes."""
     base = pod_volumes_dir(pod_folder, uid)
     record = base / _CREATED_FILE
     made = _read_made(record)
-    with _LOCK:
+    with _users() as users:
         candidates = set(made)
-        for path, users in _USERS.items():
-            if uid in users:
-                users.discard(uid)
+        for path, using in users.items():
+            if uid in using:
+                using.discard(uid)
                 candidates.add(path)
         # Deepest first, so that a folder made above another is empty when its turn comes.
         for path in sorted(candidates, key=lambda p: len(PurePosixPath(p).parts), reverse=True):
-            if _USERS.get(path):
+            if users.get(path):
                 continue
-            _USERS.pop(path, None)
+            users.pop(path, None)
             with contextlib.suppress(OSError):
                 if os.path.isdir(path) and not os.path.islink(path):
                     os.rmdir(path)

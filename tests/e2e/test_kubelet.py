@@ -6,6 +6,7 @@ scenarios skip there."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -200,3 +201,22 @@ async def test_a_container_failing_its_liveness_probe_is_restarted_in_its_runnin
     )
     assert restarted["status"]["phase"] == "Running", "restartPolicy Always: the pod runs on"
     assert _container_status(restarted)["lastState"]["terminated"]["exitCode"] == 143
+
+
+async def test_http_and_tcp_probes_reach_the_pods_port(local_clusters: Clusters) -> None:
+    _our_kubelet(local_clusters)
+    client = local_clusters.client()
+    with socket.socket() as probe:  # a free port: pods share the host's network here
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    container = {
+        "image": "python:3.11",
+        "command": ["python3", "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        "ports": [{"name": "web", "containerPort": port}],
+        "startupProbe": {"tcpSocket": {"port": "web"}, "periodSeconds": 1, "failureThreshold": 30},
+        "readinessProbe": {"httpGet": {"port": "web", "path": "/"}, "periodSeconds": 1},
+    }
+    await client.create(PODS, _pod("served", container, terminationGracePeriodSeconds=1), "default")
+    ready = await local_clusters.wait_for(PODS, "default", "served", has_condition("Ready"))
+    status = _container_status(ready)
+    assert status["started"] is True and status["ready"] is True

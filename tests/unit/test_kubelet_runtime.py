@@ -17,7 +17,7 @@ import pytest
 from multiqueue.local import volumes
 from multiqueue.local.containers import ContainerRecord, Observation, Seen, spawn
 from multiqueue.local.podstatus import Ended, PodView, pod_status
-from multiqueue.local.probes import ProbeSpec, ProbeState, after, first_run_in
+from multiqueue.local.probes import ProbeSpec, ProbeState, after, first_run_in, started_failed
 from multiqueue.local.shells import PAUSE_SCRIPT, Launch, is_pause_image, launch, with_shell
 
 Obj = dict[str, Any]
@@ -130,13 +130,42 @@ def test_probe_after(state: ProbeState, passed: bool, expected: ProbeState) -> N
             {"exec": {"command": ["true"]}, "periodSeconds": 0, "failureThreshold": 0},
             ProbeSpec(("true",), failure_threshold=1, period=1.0),
         ),
-        # Not an exec probe: the local kubelet does not run it.
-        ({"httpGet": {"port": 80}}, None),
+        # tcpSocket and httpGet on the pod's IP (127.0.0.1 here) unless a host is named; named ports resolved.
+        ({"tcpSocket": {"port": 8080}}, ProbeSpec(action="tcp", port=8080)),
+        ({"tcpSocket": {"port": "web"}}, ProbeSpec(action="tcp", port=8000)),
+        ({"tcpSocket": {"port": "8081"}}, ProbeSpec(action="tcp", port=8081)),
+        (
+            {
+                "httpGet": {
+                    "port": "web",
+                    "path": "/healthz",
+                    "host": "::1",
+                    "scheme": "https",
+                    "httpHeaders": [{"name": "X-A", "value": "b"}],
+                }
+            },
+            ProbeSpec(
+                action="http", host="::1", port=8000, path="/healthz", scheme="HTTPS", headers=(("X-A", "b"),)
+            ),
+        ),
+        ({"httpGet": {"port": 80}}, ProbeSpec(action="http", port=80)),
+        # What the local kubelet does not run: gRPC, a port it cannot resolve, an empty exec.
+        ({"grpc": {"port": 80}}, None),
+        ({"tcpSocket": {"port": "nameless"}}, None),
+        ({"tcpSocket": {"port": 70000}}, None),
         ({"exec": {}}, None),
     ],
 )
 def test_probe_spec(probe: Obj, expected: ProbeSpec | None) -> None:
-    assert ProbeSpec.of(probe) == expected
+    assert ProbeSpec.of(probe, {"web": 8000}) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "failed"),
+    [(ProbeState(False, 0, 2), False), (ProbeState(False, 0, 3), True), (ProbeState(True, 0, 5), False)],
+)
+def test_a_startup_probe_fails_the_container_after_its_threshold(state: ProbeState, failed: bool) -> None:
+    assert started_failed(state, SPEC) is failed
 
 
 @pytest.mark.parametrize(("delay", "running_for", "wait"), [(5, 0, 5), (5, 2, 3), (5, 9, 0), (0, 0, 0)])
@@ -181,6 +210,20 @@ def test_a_probed_container_is_ready_once_its_probe_passes(
     by_name = {c["name"]: c for c in status["containerStatuses"]}
     assert by_name["main"]["ready"] is probe_ready and by_name["main"]["started"] is True
     assert by_name["side"]["ready"] is True, "without a probe, ready once running"
+
+
+def test_a_container_with_a_startup_probe_is_started_and_ready_only_once_it_passes() -> None:
+    subject = _probed_pod()
+    subject["spec"]["containers"][1]["startupProbe"] = {"tcpSocket": {"port": 80}}
+    view = PodView.of(subject, T0)
+    for container in view.main.values():
+        container.run(1, T1)
+    side = view.main["side"]
+    status = {c["name"]: c for c in pod_status(subject, view, "Running", T1)["containerStatuses"]}
+    assert (status["side"]["started"], status["side"]["ready"]) == (False, False)
+    side.probe_started = True
+    status = {c["name"]: c for c in pod_status(subject, view, "Running", T1)["containerStatuses"]}
+    assert (status["side"]["started"], status["side"]["ready"]) == (True, True)
 
 
 def test_a_restarted_container_waits_for_its_probe_again() -> None:
@@ -378,6 +421,8 @@ def test_optional_sources_may_be_missing(tmp_path: Path) -> None:
     )
     [mount] = volumes.prepare(pod, container, tmp_path / "pod", SOURCES, _field)
     assert mount.source == tmp_path / "pod" / "volumes" / "u-1" / "v" / "sub" and mount.source.is_dir()
+    volumes.release(tmp_path / "pod", "u-1")
+    assert not (tmp_path / "m").exists()
 
 
 def test_wrap_runs_the_command_after_its_mounts() -> None:
