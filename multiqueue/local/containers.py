@@ -610,6 +610,14 @@ class ContainerProcess:
             if os.getpgid(main) == self.pid:
                 os.kill(main, signal.SIGTERM)
 
+    def kill_leftovers(self) -> None:
+        """Once the container has ended: SIGKILL what it left running in its process group, as the end of a
+        container's PID 1 ends every process of its namespace. Its group outlives the wrapper only while such
+        processes remain, and the kernel gives no process the pid of a group still in use, so this reaches only
+        them."""
+        if self.ended:
+            self.signal_group(signal.SIGKILL)
+
     def close(self) -> None:
         """Stop watching, unless someone waits (the process goes on either way)."""
         if self._waiters == 0:
@@ -715,6 +723,8 @@ async def stop_processes(processes: Iterable[ContainerProcess], grace: float) ->
                 process.signal_group(signal.SIGKILL)
         if pending:
             await asyncio.wait(pending)
+        for process in running:
+            process.kill_leftovers()
     finally:
         for wait in waits:
             wait.cancel()

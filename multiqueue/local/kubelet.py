@@ -548,6 +548,7 @@ class LocalKubelet:
         try:
             await report()
             await process.wait()
+            process.kill_leftovers()
         finally:
             await cancel_and_wait([probing] if probing is not None else [])
             running.processes.remove(process)
@@ -769,15 +770,19 @@ class LocalKubelet:
         await self._release(pod)
         meta = metadata(pod)
         if was_running and not pods.is_terminal(pod):
-            # Killed by SIGTERM: exit code 143, as a container runtime reports it.
+            # How each container ended (its trap may have made it exit 0), or SIGTERM's 143 where the records do not
+            # say; the pod ends Succeeded when all exited 0, whatever its restart policy, as upstream's kubelet
+            # ends a pod it terminates.
             now = format_time(self.clock())
             view = PodView.of(pod, str(as_dict(pod.get("status")).get("startTime") or now))
             view.init.clear()  # what the status says of them stays
             restarts = _reported_restarts(pod)
+            ended = await asyncio.to_thread(self._ended_after_stop, pod) if self.mode == "process" else {}
             for name, container in view.main.items():
                 container.restarts = restarts.get(name, 0)
-                container.end(Ended.of(143), now)
-            await self._report(pod, view, pods.FAILED)
+                container.end(ended.get(name, Ended.of(143)), now)
+            succeeded = all(c.ended is not None and c.ended.exit_code == 0 for c in view.main.values())
+            await self._report(pod, view, pods.SUCCEEDED if succeeded else pods.FAILED)
         with contextlib.suppress(NotFound, Conflict):
             await self.client.delete(
                 PODS,
@@ -786,6 +791,23 @@ class LocalKubelet:
                 grace_period_seconds=0,
                 preconditions={"uid": str(meta.get("uid"))},
             )
+
+    def _ended_after_stop(self, pod: Obj) -> dict[str, Ended]:
+        """How the stopped pod's main containers ended, from their records: the recorded exit code, or 137 for
+        one SIGKILL ended before it recorded any."""
+        meta = metadata(pod)
+        records = PodRecords(self.log_dir / str(meta["namespace"]) / str(meta["name"]), str(meta.get("uid")))
+        found = {}
+        for index, container in enumerate(
+            as_dict(c) for c in as_list(as_dict(pod.get("spec")).get("containers"))
+        ):
+            name = str(container.get("name"))
+            seen = records.container(containers.safe_name(name, index)).observe()
+            if seen.seen is Seen.EXITED:
+                found[name] = Ended.observed(seen)
+            elif seen.seen is Seen.VANISHED:
+                found[name] = dataclasses.replace(Ended.of(137), started_at=seen.started_at)
+        return found
 
     async def _stop_running(self, running: _Running, grace: float) -> None:
         running.stopping = True

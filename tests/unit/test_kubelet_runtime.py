@@ -493,3 +493,31 @@ async def _line_of(fifo: Path) -> str:
     finally:
         loop.remove_reader(fd)
         os.close(fd)
+
+
+async def test_what_a_container_leaves_running_ends_with_it(tmp_path: Path) -> None:
+    record = ContainerRecord(tmp_path / "records" / "main")
+    fifo = tmp_path / "child"
+    os.mkfifo(fifo)
+    script = f"sleep 30 & echo $! > {fifo}; exit 0"
+    process = spawn(
+        record.start(1, T0), [BASH, "-c", script], tmp_path, {"PATH": os.environ["PATH"]}, tmp_path / "log"
+    )
+    child = int(await _line_of(fifo))
+    async with asyncio.timeout(10):
+        await process.wait()
+    pidfd = os.pidfd_open(child)  # the wrapper ended; its group's stray process runs on
+    ended = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(pidfd, ended.set)
+    try:
+        assert not ended.is_set()
+        process.kill_leftovers()
+        async with asyncio.timeout(10):
+            await ended.wait()
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        process.close()
