@@ -24,9 +24,11 @@ pytestmark = pytest.mark.e2e
 PAUSE = "registry.k8s.io/pause:3.10"
 
 
-def _our_kubelet(clusters: Clusters) -> None:
-    if clusters.provider == "kind":
-        reason = f"not on {clusters.provider}: this scenario checks multiqueue's process kubelet, kind runs the real one"
+@pytest.fixture(autouse=True)
+def _our_kubelet(e2e_provider: str) -> None:
+    """Before any cluster is made for the scenario: kind runs the real kubelet, not the one these scenarios check."""
+    if e2e_provider == "kind":
+        reason = f"not on {e2e_provider}: this scenario checks multiqueue's process kubelet, kind runs the real one"
         print(reason)
         pytest.skip(reason)
 
@@ -71,7 +73,6 @@ async def _lines(clusters: Clusters, pod: str) -> AsyncIterator[str]:
 
 
 async def test_a_job_that_fails_once_then_finds_its_marker_in_an_empty_dir(local_clusters: Clusters) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     # Bash-isms on purpose: images' sh (busybox ash, bash) have [[, the host's dash does not.
     command = "if [[ -f /data/marker ]]; then echo found it; exit 0; fi; echo first > /data/marker; exit 1"
@@ -95,7 +96,6 @@ async def test_a_job_that_fails_once_then_finds_its_marker_in_an_empty_dir(local
 
 
 async def test_a_deleted_pod_runs_its_sigterm_trap_within_its_grace_period(local_clusters: Clusters) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     command = (
         "_term() { echo got SIGTERM; sleep 3; echo trap done; exit 0; }; trap _term SIGTERM; "
@@ -122,7 +122,6 @@ async def test_a_deleted_pod_runs_its_sigterm_trap_within_its_grace_period(local
 
 
 async def test_job_ready_counts_a_pod_only_once_its_readiness_probe_passes(local_clusters: Clusters) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     gate = local_clusters.gate("ready")
     body = job_body("probed", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.5; done")
@@ -159,7 +158,6 @@ async def test_job_ready_counts_a_pod_only_once_its_readiness_probe_passes(local
 async def test_a_container_without_command_fails_to_start_unless_it_is_pause(
     local_clusters: Clusters,
 ) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     await client.create(PODS, _pod("pause", {"image": PAUSE}, terminationGracePeriodSeconds=5), "default")
     await local_clusters.wait_for(PODS, "default", "pause", has_condition("Ready"))
@@ -178,7 +176,6 @@ async def test_a_container_without_command_fails_to_start_unless_it_is_pause(
 async def test_a_container_failing_its_liveness_probe_is_restarted_in_its_running_pod(
     local_clusters: Clusters,
 ) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     gate = local_clusters.gate("alive")
     container = {
@@ -204,7 +201,6 @@ async def test_a_container_failing_its_liveness_probe_is_restarted_in_its_runnin
 
 
 async def test_http_and_tcp_probes_reach_the_pods_port(local_clusters: Clusters) -> None:
-    _our_kubelet(local_clusters)
     client = local_clusters.client()
     with socket.socket() as probe:  # a free port: pods share the host's network here
         probe.bind(("127.0.0.1", 0))
