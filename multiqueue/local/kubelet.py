@@ -215,8 +215,9 @@ class LocalKubelet:
     async def stop_all_pods(self, grace: float = 0.0) -> None:
         """Stop, for good, every pod process of this node: the ones this kubelet watches and any other its records
         show running (SIGTERM to each, ``grace`` seconds, then SIGKILL), and the mount points made on the host for
-        their volumes. Nothing is reported to the API. For tests and tear-downs that must not leave processes behind; works before or after :meth:`run`
-        ends. A plain stop of the kubelet leaves pods running, so that a restart adopts them."""
+        their volumes. Nothing is reported to the API. For tests and tear-downs that must not leave processes
+        behind; works before or after :meth:`run` ends. A plain stop of the kubelet leaves pods running, so that a
+        restart adopts them."""
         await self._let_go()
         if self.mode != "process":
             return

@@ -75,7 +75,6 @@ class Sources:
 
     objects: Mapping[tuple[str, str], Mapping[str, bytes] | None]
     namespace: str
-    ca: bytes | None = None  # the cluster's CA bundle, for the service account volume
     token: str = ""  # a service account token, when one could be had
 
 
@@ -267,8 +266,6 @@ def _files_of(volume: Obj, sources: Sources, field: Callable[[str], str | None])
             ref = as_dict(part.get("configMap") or part.get("secret"))
             obj_name = str(ref.get("secretName") or ref.get("name") or "")
             data = sources.objects.get((kind, obj_name))
-            if data is None and obj_name == "kube-root-ca.crt" and sources.ca is not None:
-                data = {"ca.crt": sources.ca}
             if data is None:
                 if ref.get("optional"):
                     continue

@@ -310,7 +310,9 @@ def test_empty_dir_and_files_volumes(tmp_path: Path) -> None:
             {"name": "api", "mountPath": str(tmp_path / "sa")},
         ],
     )
-    sources = dataclasses.replace(SOURCES, ca=b"CA")
+    sources = dataclasses.replace(
+        SOURCES, objects={**SOURCES.objects, ("configmap", "kube-root-ca.crt"): {"ca.crt": b"CA"}}
+    )
     mounts = volumes.prepare(pod, container, tmp_path / "pod", sources, _field)
     base = tmp_path / "pod" / "volumes" / "u-1"
     assert [(m.source, m.target, m.read_only) for m in mounts] == [
