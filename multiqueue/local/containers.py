@@ -3,7 +3,7 @@ restarts (after a crash, a SIGKILL or a clean stop) finds the processes it start
 as a real kubelet re-reads its container runtime's state.
 
 A container runs under a small ``/bin/sh`` wrapper (:data:`WRAPPER`) in a session of its own, so it outlives the
-kubelet. The wrapper records its own pid and start time (field 22 of ``/proc/<pid>/stat``: a reused pid is never
+kubelet (the wrapper is POSIX sh on purpose; what the container's command runs under is the kubelet's choice). The wrapper records its own pid and start time (field 22 of ``/proc/<pid>/stat``: a reused pid is never
 taken for ours), runs the command, and when the command ends writes its exit code atomically (rename), whether or
 not a kubelet is alive by then.
 
@@ -12,7 +12,9 @@ Layout under a pod's folder ``<log_dir>/<namespace>/<pod>/`` (directories 0700, 
     containers/<pod uid>/pod.json                   node, namespace, name, uid and startedAt of the pod
     containers/<pod uid>/<container>/record.json    the latest attempt: {"attempt": n, "state": "starting", ...}
     containers/<pod uid>/<container>/<n>/pid        "<pid> <start ticks>" (the wrapper), or "abandoned" (a kubelet)
+    containers/<pod uid>/<container>/<n>/main       "<pid>" of the command (its main process, for SIGTERM)
     containers/<pod uid>/<container>/<n>/exit       "<exit code>" (the wrapper, when the command ended)
+    containers/<pod uid>/<container>/<n>/start-error why the attempt could not start (a runtime's StartError)
     containers/<pod uid>/<container>/<n>/log-start  where the attempt's output begins in the container's log file
     containers/<pod uid>/<container>/<n>/log.index  "<offset> <unix ns>" for each chunk of output (the shipper)
     containers/<pod uid>/<container>/<n>/output     the named pipe the command's output goes through
@@ -62,6 +64,10 @@ from multiqueue.loop.files import open_private, private_dirs, write_private
 # stop, and the exit code is recorded only after that, so a finished container's log is complete. The command
 # opens the pipe only once the shipper holds it, which is after the shipper is ready for SIGUSR1. With no
 # interpreter or no pipe, the command writes to the log file directly, unstamped.
+#
+# The subshell that execs the command first writes its pid (``/proc/self`` is the subshell, unlike ``$$``) to the
+# attempt's ``main`` file: the command keeps that pid through exec, so the kubelet can send SIGTERM to the
+# container's main process alone, as a runtime signals a container's PID 1, and SIGKILL the whole group later.
 WRAPPER: Final = """set -f
 _mq_dir=$1
 _mq_mv=$2
@@ -87,10 +93,15 @@ if [ -x "$_mq_py" ] && [ -p "$_mq_out" ]; then
   _mq_pid=$!
 fi
 trap : TERM
+_mq_main() {
+  read -r _mq_self < /proc/self/stat && echo "${_mq_self%% *}" > "$_mq_dir/main"
+  umask "$_mq_umask"
+  cd -P -- "$_mq_cwd" && exec "$@"
+}
 if [ -n "$_mq_pid" ]; then
-  (umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@") > "$_mq_out" 2>&1
+  (_mq_main "$@") > "$_mq_out" 2>&1
 else
-  (umask "$_mq_umask"; cd -P -- "$_mq_cwd" && exec "$@")
+  (_mq_main "$@")
 fi
 _mq_code=$?
 if [ -n "$_mq_pid" ]; then
@@ -133,6 +144,9 @@ WRAPPER_NAME: Final = "multiqueue-container"
 ABANDONED: Final = "abandoned"
 LOG_START: Final = "log-start"  # in an attempt's folder: where its output begins in the log file
 LOG_INDEX: Final = "log.index"  # in an attempt's folder: "<offset> <unix ns>" per chunk the shipper wrote
+MAIN: Final = "main"  # in an attempt's folder: the pid of the command (the container's main process)
+START_ERROR: Final = "start-error"  # in an attempt's folder: why it could not start
+START_ERROR_EXIT_CODE: Final = 128  # what a runtime reports for a container that could not start
 LOST_EXIT_CODE: Final = 137
 # How long a pid file may stay half-written (the wrapper writes one line right after creating it).
 _PID_WRITE_WAIT: Final = 2.0
@@ -164,6 +178,7 @@ class Observation:
     start_ticks: int | None = None
     started_at: str | None = None  # when the kubelet started the attempt (RFC 3339)
     finished_at: datetime | None = None  # when the exit code was written
+    start_error: str | None = None  # it could not start (a runtime's StartError): why
 
 
 @dataclass(frozen=True)
@@ -189,7 +204,7 @@ class Step(enum.Enum):
 
 def decide(seen: Observation, pod: PodState) -> Step:
     """The kubelet's next step for one container. A container that may have run is never started again under
-    restartPolicy Never (or Always, which the local kubelet treats as Never: pods here are batch work)."""
+    restartPolicy Never; OnFailure runs a failed one again, Always any that ended."""
     if pod.gone or pod.deleting or pod.terminal:
         return Step.KILL if seen.seen is Seen.RUNNING else Step.NOTHING
     if seen.seen is Seen.RUNNING:
@@ -199,6 +214,8 @@ def decide(seen: Observation, pod: PodState) -> Step:
     if seen.seen is Seen.NEVER_RAN:
         # Its pid file is taken ("abandoned"), so that attempt can never run: a new one is the first run.
         return Step.START
+    if pod.restart_policy == "Always":
+        return Step.RESTART
     if seen.seen is Seen.EXITED and seen.exit_code == 0:
         return Step.DONE
     # It failed, or it cannot be located (which counts as a failure, exit code 137).
@@ -268,10 +285,13 @@ class ContainerRecord:
         )
         return self.run_dir(attempt)
 
-    def fail_to_start(self, attempt: int, code: int) -> None:
-        """The wrapper could not be started: take the attempt's pid file and record ``code`` as its end."""
+    def fail_to_start(self, attempt: int, code: int, message: str = "") -> None:
+        """The attempt could not be started: take its pid file and record ``code`` as its end (with ``message``:
+        a runtime's StartError, which says why)."""
         run = self.run_dir(attempt)
         _claim_or_read(run / "pid")
+        if message:
+            write_private(run / START_ERROR, message)
         write_private(run / "exit", f"{code}\n")
 
     def observe(self) -> Observation:
@@ -292,8 +312,18 @@ class ContainerRecord:
             with contextlib.suppress(OSError):
                 parsed = _parse_pid((run / "pid").read_text(encoding="utf-8").strip())
             pid, ticks = parsed if parsed is not None else (None, None)
+            start_error = None
+            with contextlib.suppress(OSError):
+                start_error = (run / START_ERROR).read_text(encoding="utf-8")
             return Observation(
-                Seen.EXITED, attempt, exited[0], pid, ticks, started_at=started_at, finished_at=exited[1]
+                Seen.EXITED,
+                attempt,
+                exited[0],
+                pid,
+                ticks,
+                started_at=started_at,
+                finished_at=exited[1],
+                start_error=start_error,
             )
         text = _claim_or_read(run / "pid")
         parsed = _parse_pid(text)
@@ -458,6 +488,13 @@ class Recorded:
     uid: str
     container: str
     observation: Observation
+    folder: Path | None = None  # the container's records
+
+    def run_dir(self) -> Path | None:
+        """The folder of the latest attempt."""
+        if self.folder is None or not self.observation.attempt:
+            return None
+        return self.folder / str(self.observation.attempt)
 
 
 def recorded(log_dir: Path, node: str | None = None) -> list[Recorded]:
@@ -480,6 +517,7 @@ def _recorded_pod(pod_file: Path, node: str | None) -> list[Recorded]:
             str(pod.get("uid", "")),
             record_file.parent.name,
             ContainerRecord(record_file.parent).observe(),
+            record_file.parent,
         )
         for record_file in sorted(pod_file.parent.glob("*/record.json"))
     ]
@@ -506,8 +544,11 @@ class ContainerProcess:
     pidfd (so the event loop never blocks and the process need not be our child). Nothing here kills it unless
     asked: a kubelet that stops leaves it running."""
 
-    def __init__(self, pid: int, start_ticks: int, pidfd: int, child: bool) -> None:
+    def __init__(
+        self, pid: int, start_ticks: int, pidfd: int, child: bool, run_dir: Path | None = None
+    ) -> None:
         self.pid = pid
+        self.run_dir = run_dir  # the attempt's records: where the main process's pid is
         self.start_ticks = start_ticks
         self._pidfd = pidfd
         self._child = child  # ours to reap
@@ -518,7 +559,7 @@ class ContainerProcess:
         self.ended = False
 
     @classmethod
-    def adopt(cls, pid: int, start_ticks: int) -> ContainerProcess | None:
+    def adopt(cls, pid: int, start_ticks: int, run_dir: Path | None = None) -> ContainerProcess | None:
         """The process ``pid`` if it still runs and is the one recorded (same start time); else None."""
         try:
             pidfd = os.pidfd_open(pid)
@@ -528,7 +569,7 @@ class ContainerProcess:
         if not is_alive(pid, start_ticks):
             os.close(pidfd)
             return None
-        return cls(pid, start_ticks, pidfd, child=False)
+        return cls(pid, start_ticks, pidfd, child=False, run_dir=run_dir)
 
     async def wait(self) -> None:
         """Until the process ends. Cancelling one waiter leaves the others (and the process) alone."""
@@ -556,6 +597,26 @@ class ContainerProcess:
         """Signal the process group (the wrapper, the command and whatever the command started)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
+
+    def terminate(self) -> None:
+        """SIGTERM to the container's main process only, as a runtime signals a container's PID 1: its shell's
+        traps run while what it started goes on. The whole group when the main process is not known yet."""
+        main = main_pid(self.run_dir) if self.run_dir is not None else None
+        if main is None:
+            self.signal_group(signal.SIGTERM)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            # Still in the wrapper's group (the wrapper runs, so its pid names no other group): ours.
+            if os.getpgid(main) == self.pid:
+                os.kill(main, signal.SIGTERM)
+
+    def kill_leftovers(self) -> None:
+        """Once the container has ended: SIGKILL what it left running in its process group, as the end of a
+        container's PID 1 ends every process of its namespace. Its group outlives the wrapper only while such
+        processes remain, and the kernel gives no process the pid of a group still in use, so this reaches only
+        them."""
+        if self.ended:
+            self.signal_group(signal.SIGKILL)
 
     def close(self) -> None:
         """Stop watching, unless someone waits (the process goes on either way)."""
@@ -634,7 +695,7 @@ def spawn(run_dir: Path, argv: list[str], cwd: Path, env: dict[str, str], log_pa
         os.close(log_fd)
     pidfd = os.pidfd_open(pid)  # our child, not reaped yet: the pid cannot have been reused
     stat = _proc_stat(pid)
-    return ContainerProcess(pid, stat[1] if stat else 0, pidfd, child=True)
+    return ContainerProcess(pid, stat[1] if stat else 0, pidfd, child=True, run_dir=run_dir)
 
 
 def _reap(pid: int) -> bool:
@@ -647,12 +708,13 @@ def _reap(pid: int) -> bool:
 
 
 async def stop_processes(processes: Iterable[ContainerProcess], grace: float) -> None:
-    """SIGTERM each process group, wait up to ``grace`` seconds for them to end, SIGKILL those left."""
+    """SIGTERM each container's main process, wait up to ``grace`` seconds for them to end, SIGKILL the process
+    groups of those left."""
     running = [p for p in processes if not p.ended]
     if not running:
         return
     for process in running:
-        process.signal_group(signal.SIGTERM)
+        process.terminate()
     waits = [asyncio.ensure_future(p.wait()) for p in running]
     try:
         _, pending = await asyncio.wait(waits, timeout=max(grace, 0.0))
@@ -661,6 +723,8 @@ async def stop_processes(processes: Iterable[ContainerProcess], grace: float) ->
                 process.signal_group(signal.SIGKILL)
         if pending:
             await asyncio.wait(pending)
+        for process in running:
+            process.kill_leftovers()
     finally:
         for wait in waits:
             wait.cancel()
@@ -716,6 +780,15 @@ def _claim_or_read(path: Path) -> str | None:
         if time.monotonic() > deadline:
             return None
         time.sleep(0.01)  # in a worker thread: the wrapper is between creating the file and writing its line
+
+
+def main_pid(run_dir: Path) -> int | None:
+    """The command's pid, as its wrapper recorded it (None before it did)."""
+    try:
+        text = (run_dir / MAIN).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return int(text) if text.endswith("\n") and text.strip().isdigit() else None
 
 
 def _parse_pid(text: str | None) -> tuple[int, int] | None:

@@ -2,11 +2,15 @@
 
 Modes:
 
-- ``process``: each container runs as a local process (the image is not used): ``command`` + ``args``, the
-  container's env (with downward-API fieldRefs such as JOB_COMPLETION_INDEX), HOSTNAME, a working directory per
-  pod; output goes to the log file ``pods/log`` serves. Deleting a pod sends SIGTERM to the container's process
-  group, waits the grace period, then SIGKILL. Only for clusters bound to loopback: anyone who can create a pod
-  can run a command here.
+- ``process``: each container runs as a local process (the image is not used): ``command`` + ``args`` (an image
+  shell such as ``sh`` run by the host's bash, multiqueue/local/shells.py), the container's env (with downward-API
+  fieldRefs such as JOB_COMPLETION_INDEX), HOSTNAME, a working directory per pod, its volumes at their mount paths
+  in a private mount namespace (multiqueue/local/volumes.py); output goes to the log file ``pods/log`` serves. A
+  container without a command cannot run (terminated, StartError), except the pause image's. Exec probes run
+  beside it (multiqueue/local/probes.py): readiness sets its ``ready``, a failed liveness probe stops it.
+  Deleting a pod sends SIGTERM to each container's main process, waits the grace period (the pod stays,
+  Terminating, meanwhile), then SIGKILLs its process group. Only for clusters bound to loopback: anyone who can
+  create a pod can run a command here.
 
   Container processes run in sessions of their own and are recorded in the pod's folder under ``log_dir``
   (multiqueue/local/containers.py), so they outlive the kubelet as containers outlive a real kubelet, and a
@@ -14,7 +18,8 @@ Modes:
   waits for a running one and reports its end, reports the recorded exit code of one that ended meanwhile, and
   reports one it cannot locate as terminated with reason ContainerStatusUnknown and exit code 137, as upstream's
   kubelet does. A container is never started twice for one attempt, so a pod with restartPolicy Never never runs
-  its command twice; OnFailure restarts a failed container, its restartCount continuing from the records.
+  its command twice; OnFailure restarts a failed container and Always any that ended (with upstream's back-off),
+  its restartCount continuing from the records.
   :meth:`LocalKubelet.stop_all_pods` stops them all for good (tests, tear-downs).
 - ``simulate``: a pod succeeds or fails after the duration and with the exit code given by its annotations
   ``multiqueue.dev/simulate-duration`` (seconds, default 0) and ``multiqueue.dev/simulate-exit-code`` (default 0).
@@ -38,21 +43,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp
+
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
-from multiqueue.api.types import PODS, Obj
+from multiqueue.api.types import CONFIGMAPS, PODS, SECRETS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
-from multiqueue.local import containers
+from multiqueue.local import containers, probes, shells, volumes
 from multiqueue.local.containers import (
     AttemptLog,
     ContainerProcess,
@@ -66,6 +75,7 @@ from multiqueue.local.containers import (
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
 from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
 from multiqueue.local.podstatus import ContainerView, Ended, PodView, pod_status
+from multiqueue.local.probes import ProbeSpec, ProbeState
 from multiqueue.loop.controller import Controller
 from multiqueue.loop.files import open_private
 from multiqueue.loop.runner import Runner
@@ -204,14 +214,18 @@ class LocalKubelet:
 
     async def stop_all_pods(self, grace: float = 0.0) -> None:
         """Stop, for good, every pod process of this node: the ones this kubelet watches and any other its records
-        show running (SIGTERM to each process group, ``grace`` seconds, then SIGKILL). Nothing is reported to the
-        API. For tests and tear-downs that must not leave processes behind; works before or after :meth:`run`
-        ends. A plain stop of the kubelet leaves pods running, so that a restart adopts them."""
+        show running (SIGTERM to each, ``grace`` seconds, then SIGKILL), and the mount points made on the host for
+        their volumes. Nothing is reported to the API. For tests and tear-downs that must not leave processes
+        behind; works before or after :meth:`run` ends. A plain stop of the kubelet leaves pods running, so that a
+        restart adopts them."""
         await self._let_go()
         if self.mode != "process":
             return
         found = await asyncio.to_thread(containers.recorded, self.log_dir, self.node_name)
         await self._kill_recorded([f for f in found if f.observation.seen is Seen.RUNNING], grace)
+        # Nothing runs for them any more: the mount points made on the host go too (their volumes stay on disk).
+        for namespace, name, uid in sorted({(f.namespace, f.name, f.uid) for f in found}):
+            await asyncio.to_thread(volumes.release, self.log_dir / namespace / name, uid, keep_volumes=True)
 
     async def _sweep(self) -> None:
         """At start: stop processes recorded for this node whose pod is gone or finished, as a kubelet kills the
@@ -219,20 +233,31 @@ class LocalKubelet:
         the others are adopted by :meth:`sync`."""
         found = await asyncio.to_thread(containers.recorded, self.log_dir, self.node_name)
         doomed = []
+        ended: set[tuple[str, str, str]] = set()
         for entry in found:
             pod = self.pods.get(f"{entry.namespace}/{entry.name}")
             state = PodState(
                 gone=pod is None or str(metadata(pod).get("uid")) != entry.uid,
                 terminal=pod is not None and pods.is_terminal(pod),
             )
+            if state.gone or state.terminal:
+                ended.add((entry.namespace, entry.name, entry.uid))
             if containers.decide(entry.observation, state) is Step.KILL:
                 log.info(
                     "kubelet %s: stopping %s of pod %s/%s (uid %s): the pod is gone or finished",
                     self.node_name, entry.container, entry.namespace, entry.name, entry.uid,
                 )  # fmt: skip
                 doomed.append(entry)
-        if doomed:
-            self._in_background(self._kill_recorded(doomed, grace=30.0))
+        if doomed or ended:
+            self._in_background(self._kill_then_release(doomed, ended))
+
+    async def _kill_then_release(
+        self, doomed: list[containers.Recorded], ended: set[tuple[str, str, str]]
+    ) -> None:
+        """Stop what runs for pods that are gone or finished, then remove their volumes and mount points."""
+        await self._kill_recorded(doomed, grace=30.0)
+        for namespace, name, uid in sorted(ended):
+            await asyncio.to_thread(volumes.release, self.log_dir / namespace / name, uid)
 
     async def _kill_recorded(self, entries: list[containers.Recorded], grace: float) -> None:
         adopted = []
@@ -240,7 +265,9 @@ class LocalKubelet:
             seen = entry.observation
             if seen.pid is None or seen.start_ticks is None:
                 continue
-            process = await asyncio.to_thread(ContainerProcess.adopt, seen.pid, seen.start_ticks)
+            process = await asyncio.to_thread(
+                ContainerProcess.adopt, seen.pid, seen.start_ticks, entry.run_dir()
+            )
             if process is not None:
                 adopted.append(process)
         try:
@@ -258,7 +285,13 @@ class LocalKubelet:
         """The pod is gone from the API: stop what still runs for it (its name may come back as a new pod)."""
         running = self._running.pop(key_of(pod), None)
         if running is not None:
-            self._in_background(self._stop_running(running, _grace_of(pod)))
+            self._in_background(self._stop_then_release(running, pod))
+        elif self.mode == "process":
+            self._in_background(self._release(pod))
+
+    async def _stop_then_release(self, running: _Running, pod: Obj) -> None:
+        await self._stop_running(running, _grace_of(pod))
+        await self._release(pod)
 
     # --- the kubelet API ----------------------------------------------------------------------------------------
 
@@ -428,6 +461,7 @@ class LocalKubelet:
             init_ended = await self._container(pod, running, init, record, state, status, report_pending)
             if init_ended.exit_code != 0:
                 await self._report(pod, view, pods.FAILED)
+                await self._release(pod)
                 return
         for container in view.main.values():
             container.waiting = ("ContainerCreating", "")
@@ -442,6 +476,7 @@ class LocalKubelet:
         results = await asyncio.gather(*(run_one(i, c) for i, c in enumerate(main)))
         ok = all(r.exit_code == 0 for r in results)
         await self._report(pod, view, pods.SUCCEEDED if ok else pods.FAILED)
+        await self._release(pod)
 
     async def _container(
         self,
@@ -466,13 +501,15 @@ class LocalKubelet:
                 return status.end(Ended.observed(seen), format_time(self.clock()))
             if step is Step.ADOPT:
                 assert seen.pid is not None and seen.start_ticks is not None
-                process = await asyncio.to_thread(ContainerProcess.adopt, seen.pid, seen.start_ticks)
+                process = await asyncio.to_thread(
+                    ContainerProcess.adopt, seen.pid, seen.start_ticks, record.run_dir(seen.attempt)
+                )
                 if process is not None:
                     log.info(
                         "kubelet %s: pod %s: adopted %s (pid %d)", self.node_name, key_of(pod), name, seen.pid
                     )
                     status.run(seen.attempt, seen.started_at or format_time(self.clock()))
-                    await self._wait(running, process, report)
+                    await self._wait(running, process, report, self._prober(pod, container, process, status))
                 continue
             assert step in (Step.START, Step.RESTART), step
             if step is Step.RESTART:
@@ -491,7 +528,7 @@ class LocalKubelet:
             process = await self._spawn(pod, container, record, attempt, run_dir)
             if process is not None:
                 status.run(attempt, now)
-                await self._wait(running, process, report)
+                await self._wait(running, process, report, self._prober(pod, container, process, status))
 
     def _backoff_left(self, seen: Observation) -> float:
         """Upstream's crash-loop back-off (10 s, doubling, at most 300 s), counted from when the container ended."""
@@ -501,25 +538,159 @@ class LocalKubelet:
         return max(backoff, 0.0)
 
     async def _wait(
-        self, running: _Running, process: ContainerProcess, report: Callable[[], Awaitable[None]]
+        self,
+        running: _Running,
+        process: ContainerProcess,
+        report: Callable[[], Awaitable[None]],
+        prober: Callable[[Callable[[], Awaitable[None]]], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         running.processes.append(process)
+        probing = asyncio.create_task(prober(report)) if prober is not None else None
         try:
             await report()
             await process.wait()
+            process.kill_leftovers()
         finally:
+            await cancel_and_wait([probing] if probing is not None else [])
             running.processes.remove(process)
             process.close()
+
+    # --- probes -----------------------------------------------------------------------------------------------
+
+    def _prober(
+        self, pod: Obj, container: Obj, process: ContainerProcess, status: ContainerView
+    ) -> Callable[[Callable[[], Awaitable[None]]], Coroutine[Any, Any, None]] | None:
+        """What probes the running container (None: it has no probe the kubelet runs): its startup probe until
+        that passes, then its readiness and liveness probes."""
+        startup = probes.startup_of(container)
+        readiness, liveness = probes.readiness_of(container), probes.liveness_of(container)
+        if startup is None and readiness is None and liveness is None:
+            return None
+
+        async def probe(report: Callable[[], Awaitable[None]]) -> None:
+            loop = functools.partial(self._probe_loop, pod, container, process, status, report=report)
+            if startup is not None and not await loop(startup, "startup"):
+                return
+            async with asyncio.TaskGroup() as group:
+                if readiness is not None:
+                    group.create_task(loop(readiness, "readiness"))
+                if liveness is not None:
+                    group.create_task(loop(liveness, "liveness"))
+
+        return probe
+
+    async def _probe_loop(
+        self,
+        pod: Obj,
+        container: Obj,
+        process: ContainerProcess,
+        status: ContainerView,
+        spec: ProbeSpec,
+        kind: str,
+        *,
+        report: Callable[[], Awaitable[None]],
+    ) -> bool:
+        """Run one probe every period while the container runs: readiness sets its ``ready``; startup its
+        ``started`` (and ends there: True); a liveness failure, or startup failing enough, stops it (False; its
+        restart policy then decides)."""
+        state = ProbeState.liveness() if kind == "liveness" else ProbeState.readiness()
+        since = status.running_since
+        running_for = 0.0
+        if since is not None:
+            with contextlib.suppress(ValueError):
+                started = datetime.fromisoformat(since.replace("Z", "+00:00"))
+                running_for = (self.clock() - started).total_seconds()
+        await asyncio.sleep(probes.first_run_in(spec, running_for))
+        while not process.ended:
+            passed = await self._run_probe(pod, container, process, spec)
+            now = probes.after(state, passed, spec)
+            if kind == "readiness" and now.passing != state.passing:
+                status.probe_ready = now.passing
+                await report()
+            if kind == "startup" and now.passing:
+                status.probe_started = True
+                await report()
+                return True
+            if (kind == "liveness" and not now.passing) or (
+                kind == "startup" and probes.started_failed(now, spec)
+            ):
+                log.info("kubelet %s: pod %s: %s failed its %s probe", self.node_name, key_of(pod),
+                         container.get("name"), kind)  # fmt: skip
+                await containers.stop_processes([process], _termination_grace(pod))
+                return False
+            state = now
+            await asyncio.sleep(spec.period)
+        return False
+
+    async def _run_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
+        """Run a probe once; whether it passed."""
+        try:
+            async with asyncio.timeout(spec.timeout):
+                if spec.action == "tcp":
+                    _, writer = await asyncio.open_connection(spec.host, spec.port)
+                    writer.close()
+                    with contextlib.suppress(OSError):
+                        await writer.wait_closed()
+                    return True
+                if spec.action == "http":
+                    return await _http_probe(spec)
+        except (OSError, TimeoutError, aiohttp.ClientError):
+            return False
+        return await self._exec_probe(pod, container, process, spec)
+
+    async def _exec_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
+        """Run an exec probe beside the container (in its mount namespace when it has one); whether it passed."""
+        argv = shells.with_shell(list(spec.command), shells.host_bash())
+        main = containers.main_pid(process.run_dir) if process.run_dir is not None else None
+        if main is not None and volumes.needs_mounts(pod, container):
+            argv = ["nsenter", "--mount", f"--target={main}", "--", *argv]
+        meta = metadata(pod)
+        workdir = self.log_dir / str(meta["namespace"]) / str(meta["name"]) / "work"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir)}
+        env |= self._environment(pod, container)
+        try:
+            child = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError:
+            return False
+        try:
+            async with asyncio.timeout(spec.timeout):
+                return await child.wait() == 0
+        except TimeoutError:
+            return False
+        finally:
+            if child.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                await child.wait()
 
     async def _spawn(
         self, pod: Obj, container: Obj, record: ContainerRecord, attempt: int, run_dir: Path
     ) -> ContainerProcess | None:
+        """Start one attempt of the container; None when it cannot start (recorded as a runtime's StartError)."""
         meta = metadata(pod)
         folder = self.log_dir / str(meta["namespace"]) / str(meta["name"])
         workdir = folder / "work"
-        argv = [str(a) for a in as_list(container.get("command")) + as_list(container.get("args"))]
-        if not argv:
-            argv = ["true"]
+        launch = shells.launch(container, shells.host_bash())
+        argv = list(launch.argv)
+        problem = launch.error
+        if not problem:
+            try:
+                argv = volumes.wrap(await self._mounts(pod, container, folder), argv)
+            except volumes.VolumeError as exc:
+                problem = str(exc)
+        if problem:
+            log.info("kubelet %s: pod %s: %s cannot start: %s", self.node_name, key_of(pod),
+                     container.get("name"), problem)  # fmt: skip
+            await asyncio.to_thread(record.fail_to_start, attempt, containers.START_ERROR_EXIT_CODE, problem)
+            return None
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(workdir),
@@ -533,6 +704,41 @@ class LocalKubelet:
             await asyncio.to_thread(record.fail_to_start, attempt, 127)
             return None
 
+    async def _mounts(self, pod: Obj, container: Obj, folder: Path) -> list[volumes.Mount]:
+        """The container's volumes, ready on disk; :class:`volumes.VolumeError` when one cannot be."""
+        if not volumes.needs_mounts(pod, container):
+            return []
+        namespace = str(metadata(pod)["namespace"])
+        fetched: dict[tuple[str, str], dict[str, bytes] | None] = {}
+        for kind, name in volumes.referenced(pod):
+            try:
+                obj = await self.client.get(CONFIGMAPS if kind == "configmap" else SECRETS, name, namespace)
+            except NotFound:
+                fetched[kind, name] = None
+                continue
+            except KubeError as exc:
+                raise volumes.VolumeError(f'cannot read {kind} "{name}": {exc}') from None
+            fetched[kind, name] = volumes.decode(kind, obj)
+        # Not published yet (kube-controller-manager publishes it): an empty bundle, as the pod may read it later.
+        fetched.setdefault(("configmap", "kube-root-ca.crt"), {"ca.crt": b""})
+        if fetched["configmap", "kube-root-ca.crt"] is None:
+            fetched["configmap", "kube-root-ca.crt"] = {"ca.crt": b""}
+        sources = volumes.Sources(fetched, namespace)
+        mounts = await asyncio.to_thread(
+            volumes.prepare, pod, container, folder, sources, lambda path: _field(pod, self.node_name, path)
+        )
+        if mounts and (why := await asyncio.to_thread(volumes.namespace_error)) is not None:
+            raise volumes.VolumeError(why)
+        return mounts
+
+    async def _release(self, pod: Obj) -> None:
+        """The pod has ended or gone: its volumes and the mount points made for it go."""
+        if self.mode != "process":
+            return
+        meta = metadata(pod)
+        folder = self.log_dir / str(meta["namespace"]) / str(meta["name"])
+        await asyncio.to_thread(volumes.release, folder, str(meta.get("uid")))
+
     def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
         meta = metadata(pod)
         spec = as_dict(pod.get("spec"))
@@ -544,20 +750,9 @@ class LocalKubelet:
                 env[name] = str(entry["value"])
                 continue
             path = str(as_dict(as_dict(entry.get("valueFrom")).get("fieldRef")).get("fieldPath", ""))
-            simple = {
-                "metadata.name": meta.get("name"),
-                "metadata.namespace": meta.get("namespace"),
-                "metadata.uid": meta.get("uid"),
-                "spec.nodeName": self.node_name,
-                "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
-                "status.podIP": NODE_IP,
-                "status.hostIP": NODE_IP,
-            }
-            if path in simple:
-                env[name] = str(simple[path] or "")
-            elif (match := _FIELD_REF.fullmatch(path)) is not None:
-                source = labels_of(pod) if match.group(1) == "labels" else annotations_of(pod)
-                env[name] = str(source.get(match.group(2), ""))
+            value = _field(pod, self.node_name, path)
+            if value is not None:
+                env[name] = value
         return env
 
     # --- deletion ---------------------------------------------------------------------------------------------
@@ -573,17 +768,22 @@ class LocalKubelet:
         elif self.mode == "process":
             # Deleted while no kubelet watched it: its processes may still run.
             was_running = await self._stop_recorded(pod, grace)
+        await self._release(pod)
         meta = metadata(pod)
         if was_running and not pods.is_terminal(pod):
-            # Killed by SIGTERM: exit code 143, as a container runtime reports it.
+            # How each container ended (its trap may have made it exit 0), or SIGTERM's 143 where the records do not
+            # say; the pod ends Succeeded when all exited 0, whatever its restart policy, as upstream's kubelet
+            # ends a pod it terminates.
             now = format_time(self.clock())
             view = PodView.of(pod, str(as_dict(pod.get("status")).get("startTime") or now))
             view.init.clear()  # what the status says of them stays
             restarts = _reported_restarts(pod)
+            ended = await asyncio.to_thread(self._ended_after_stop, pod) if self.mode == "process" else {}
             for name, container in view.main.items():
                 container.restarts = restarts.get(name, 0)
-                container.end(Ended.of(143), now)
-            await self._report(pod, view, pods.FAILED)
+                container.end(ended.get(name, Ended.of(143)), now)
+            succeeded = all(c.ended is not None and c.ended.exit_code == 0 for c in view.main.values())
+            await self._report(pod, view, pods.SUCCEEDED if succeeded else pods.FAILED)
         with contextlib.suppress(NotFound, Conflict):
             await self.client.delete(
                 PODS,
@@ -592,6 +792,23 @@ class LocalKubelet:
                 grace_period_seconds=0,
                 preconditions={"uid": str(meta.get("uid"))},
             )
+
+    def _ended_after_stop(self, pod: Obj) -> dict[str, Ended]:
+        """How the stopped pod's main containers ended, from their records: the recorded exit code, or 137 for
+        one SIGKILL ended before it recorded any."""
+        meta = metadata(pod)
+        records = PodRecords(self.log_dir / str(meta["namespace"]) / str(meta["name"]), str(meta.get("uid")))
+        found = {}
+        for index, container in enumerate(
+            as_dict(c) for c in as_list(as_dict(pod.get("spec")).get("containers"))
+        ):
+            name = str(container.get("name"))
+            seen = records.container(containers.safe_name(name, index)).observe()
+            if seen.seen is Seen.EXITED:
+                found[name] = Ended.observed(seen)
+            elif seen.seen is Seen.VANISHED:
+                found[name] = dataclasses.replace(Ended.of(137), started_at=seen.started_at)
+        return found
 
     async def _stop_running(self, running: _Running, grace: float) -> None:
         running.stopping = True
@@ -618,6 +835,50 @@ def _backoff_message(pod: Obj, container: str, attempt: int) -> str:
         f"back-off {seconds}s restarting failed container={container} "
         f"pod={meta.get('name')}_{meta.get('namespace')}({meta.get('uid')})"
     )
+
+
+async def _http_probe(spec: ProbeSpec) -> bool:
+    """An httpGet probe: passes on a status from 200 to 399 (redirects are not followed; HTTPS is not verified, as
+    upstream's kubelet does not verify it either)."""
+    host = f"[{spec.host}]" if ":" in spec.host else spec.host
+    url = f"{spec.scheme.lower()}://{host}:{spec.port}{spec.path if spec.path.startswith('/') else '/' + spec.path}"
+    headers = {"User-Agent": "kube-probe/1.37", **dict(spec.headers)}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers=headers, allow_redirects=False, ssl=False) as response,
+    ):
+        return 200 <= response.status < 400
+
+
+def _field(pod: Obj, node: str, path: str) -> str | None:
+    """A downward-API fieldPath's value for the pod (None: one the local kubelet does not give)."""
+    meta = metadata(pod)
+    spec = as_dict(pod.get("spec"))
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": node,
+        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
+        "status.podIP": NODE_IP,
+        "status.hostIP": NODE_IP,
+    }
+    if path in simple:
+        return str(simple[path] or "")
+    if (match := _FIELD_REF.fullmatch(path)) is not None:
+        source = labels_of(pod) if match.group(1) == "labels" else annotations_of(pod)
+        return str(source.get(match.group(2), ""))
+    if path in ("metadata.labels", "metadata.annotations"):
+        source = labels_of(pod) if path == "metadata.labels" else annotations_of(pod)
+        return "".join(f'{k}="{v}"\n' for k, v in sorted(source.items()))
+    return None
+
+
+def _termination_grace(pod: Obj) -> int:
+    try:
+        return max(int(as_dict(pod.get("spec")).get("terminationGracePeriodSeconds") or 30), 0)
+    except (TypeError, ValueError):
+        return 30
 
 
 def _grace_of(pod: Obj) -> int:

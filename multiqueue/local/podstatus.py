@@ -12,7 +12,7 @@ from typing import Final
 from multiqueue.api import pods
 from multiqueue.api.meta import as_dict, as_list, format_time, metadata
 from multiqueue.api.types import Obj
-from multiqueue.local import containers
+from multiqueue.local import containers, probes
 from multiqueue.local.containers import Observation, Seen
 from multiqueue.local.node import NODE_IP
 
@@ -39,6 +39,9 @@ class Ended:
 
     @classmethod
     def observed(cls, seen: Observation) -> Ended:
+        if seen.seen is Seen.EXITED and seen.exit_code is not None and seen.start_error is not None:
+            finished = format_time(seen.finished_at) if seen.finished_at is not None else None
+            return cls(seen.exit_code, "StartError", seen.start_error, seen.started_at, finished)
         if seen.seen is Seen.EXITED and seen.exit_code is not None:
             finished = format_time(seen.finished_at) if seen.finished_at is not None else None
             return dataclasses.replace(
@@ -63,9 +66,24 @@ class ContainerView:
     ended: Ended | None = None
     waiting: tuple[str, str] = ("ContainerCreating", "")  # reason, message: while neither running nor ended
     last: Ended | None = None  # how the attempt before ended (lastState)
+    probed: bool = False  # it has a readiness probe: ready only once that succeeds
+    probe_ready: bool = False  # what its readiness probe says
+    startup_probed: bool = False  # it has a startup probe: started only once that succeeds
+    probe_started: bool = False  # its startup probe has passed
 
     def run(self, attempt: int, since: str) -> None:
         self.attempt, self.running_since, self.ended = attempt, since, None
+        self.probe_ready = self.probe_started = False
+
+    @property
+    def started(self) -> bool:
+        """Running, and (with a startup probe) started by it."""
+        return self.running_since is not None and (self.probe_started or not self.startup_probed)
+
+    @property
+    def ready(self) -> bool:
+        """Started, and (with a readiness probe) ready by it."""
+        return self.started and (self.probe_ready or not self.probed)
 
     def end(self, ended: Ended, now: str) -> Ended:
         self.running_since = None
@@ -87,7 +105,14 @@ class PodView:
 
         def views(field: str) -> dict[str, ContainerView]:
             found = [as_dict(c) for c in as_list(spec.get(field))]
-            return {str(c.get("name")): ContainerView(str(c.get("image") or "local")) for c in found}
+            return {
+                str(c.get("name")): ContainerView(
+                    str(c.get("image") or "local"),
+                    probed=probes.readiness_of(c) is not None,
+                    startup_probed=probes.startup_of(c) is not None,
+                )
+                for c in found
+            }
 
         view = cls(started, views("containers"), views("initContainers"))
         if view.init:
@@ -116,7 +141,7 @@ def pod_status(pod: Obj, view: PodView, phase: str, now: str) -> Obj:
 
     terminal = phase in (pods.SUCCEEDED, pods.FAILED)
     uninitialized = [n for n, c in view.init.items() if not (c.ended is not None and c.ended.exit_code == 0)]
-    unready = [n for n, c in view.main.items() if c.running_since is None]
+    unready = [n for n, c in view.main.items() if not c.ready]
     ready: tuple[str, str | None, str | None] = ("True", None, None)
     if terminal:
         ready = ("False", "PodCompleted", None)
@@ -174,8 +199,8 @@ def _container_status(uid: str, name: str, container: ContainerView, started: st
         "name": name,
         "image": container.image,
         "imageID": "",
-        "ready": "running" in state,
-        "started": "running" in state,
+        "ready": "running" in state and container.ready,
+        "started": "running" in state and container.started,
         "restartCount": container.restarts,
         "state": state,
         "lastState": last,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import stat
@@ -54,9 +55,13 @@ VANISHED = Observation(Seen.VANISHED, attempt=1, pid=10, start_ticks=5)
         (VANISHED, NEVER, Step.UNKNOWN),
         # No record, but the API shows the container started (records lost): not started again.
         (NOTHING, NEVER_REPORTED, Step.UNKNOWN),
-        # Always behaves as Never here.
+        # Always: whatever way a container ended, it runs again; never reported done.
         (NEVER_RAN, ALWAYS, Step.START),
-        (EXITED_3, ALWAYS, Step.DONE),
+        (RUNNING, ALWAYS, Step.ADOPT),
+        (EXITED_3, ALWAYS, Step.RESTART),
+        (EXITED_0, ALWAYS, Step.RESTART),
+        (VANISHED, ALWAYS, Step.RESTART),
+        (RUNNING, dataclasses.replace(ALWAYS, deleting=True), Step.KILL),
         # OnFailure: a failure, or a container that cannot be located, is restarted.
         (NOTHING, ON_FAILURE, Step.START),
         (NOTHING, ON_FAILURE_REPORTED, Step.RESTART),
