@@ -44,7 +44,7 @@ from multiqueue.apiserver.podlog import PodLogs
 from multiqueue.apiserver.registry import Registry
 from multiqueue.apiserver.resources import ResourceType
 from multiqueue.apiserver.rest import APPLY_PATCH, ApiError, Rest, decode_continue
-from multiqueue.apiserver.rules import godecode, listoptions, managedfields
+from multiqueue.apiserver.rules import apiservice, godecode, listoptions, managedfields
 from multiqueue.apiserver.store import (
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_BYTES,
@@ -207,6 +207,7 @@ class ApiServer:
         )
         await site.start()
         self.port = site.port
+        await self._publish_api_service()
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -224,6 +225,27 @@ class ApiServer:
         for name in INITIAL_NAMESPACES:
             if self.store.get("namespaces", "", name) is None:
                 await self.rest.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
+
+    async def _publish_api_service(self) -> None:
+        """Make or correct ``default/kubernetes`` once the port is known (see rules.apiservice)."""
+        services = self.registry.lookup("", "v1", "services")
+        assert services is not None
+        existing = self.store.get("services", apiservice.NAMESPACE, apiservice.NAME)
+        action = apiservice.decide(existing, self.port)
+        if action is None:
+            return
+        verb, body = action
+        if verb == "update":
+            await self.rest.update(
+                services, apiservice.NAMESPACE, apiservice.NAME, body, manager="kube-apiserver"
+            )
+            return
+        try:
+            await self.rest.create(services, apiservice.NAMESPACE, body, manager="kube-apiserver")
+        except ApiError as exc:  # a Service made before this one holds the first address
+            log.warning("default/kubernetes gets another cluster IP: %s", exc.status.get("message"))
+            fallback = apiservice.wanted(self.port, cluster_ip=None)
+            await self.rest.create(services, apiservice.NAMESPACE, fallback, manager="kube-apiserver")
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
