@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors, fastjson
+from multiqueue.api import errors, evictions, fastjson
 from multiqueue.api.meta import as_dict, metadata, path_segment_name_errors
 from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
@@ -478,6 +478,11 @@ class ApiServer:
         dry_run = query.get("dryRun") == "All"
         if method == "PUT" and not name and rtype.schema is not None:
             raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
+        if sub == "eviction":
+            request[METRIC_LABELS] = ("POST", rtype.group, rtype.plural, sub)
+            if method != "POST":
+                raise _method_not_allowed()
+            return await self._evict(request, target)
         verb = _verb(method, bool(name), flag(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
@@ -594,6 +599,27 @@ class ApiServer:
                     )
             return _json(listing)
         raise _method_not_allowed()
+
+    async def _evict(self, request: web.Request, target: Target) -> web.Response:
+        """POST pods/NAME/eviction: mark the pod DisruptionTarget, then delete it gracefully with the eviction's
+        deleteOptions (see api.evictions; no PodDisruptionBudgets are served, so none forbids it)."""
+        rtype, namespace, name = target.rtype, target.namespace, target.name
+        raw = await _raw_body(request)
+        if not raw.strip():
+            raise ApiError(errors.bad_request_status("the request body is empty"))
+        if _media_type(request) == decoding.YAML:
+            body = decoding.read_yaml(raw, evictions.KIND)
+        else:
+            body = decoding.read_json(raw, evictions.KIND)
+        if problem := evictions.body_problem(body, name, namespace):
+            raise ApiError(errors.bad_request_status(problem))
+        options = evictions.delete_options(body, request.query.get("dryRun") == "All")
+        pod = self.rest.get(rtype, namespace, name)
+        dry_run = evictions.is_dry_run(options)
+        if not dry_run and (with_condition := evictions.marked(pod, self.clock())) is not None:
+            await self.rest.update(rtype, namespace, name, with_condition, "status", manager=None)
+        await self.rest.delete(rtype, namespace, name, options, dry_run)
+        return _json(evictions.SUCCESS, 201)
 
     async def _list_version(self, options: listoptions.ListOptions, limit: int) -> int | None:
         """The resourceVersion a LIST must show exactly, or None for the newest state. A version this server
