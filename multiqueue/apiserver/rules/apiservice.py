@@ -32,7 +32,12 @@ def _ports(secure_port: int) -> list[Obj]:
 
 def wanted(secure_port: int, cluster_ip: str | None = CLUSTER_IP) -> Obj:
     """The Service as created; ``cluster_ip`` None lets the allocator pick (the first address is taken)."""
-    spec: Obj = {"type": "ClusterIP", "sessionAffinity": "None", "ports": _ports(secure_port)}
+    spec: Obj = {
+        "type": "ClusterIP",
+        "sessionAffinity": "None",
+        "ipFamilyPolicy": "SingleStack",
+        "ports": _ports(secure_port),
+    }
     if cluster_ip is not None:
         spec["clusterIP"] = cluster_ip
     return {
