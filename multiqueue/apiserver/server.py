@@ -605,6 +605,11 @@ class ApiServer:
         deleteOptions (see api.evictions; no PodDisruptionBudgets are served, so none forbids it)."""
         rtype, namespace, name = target.rtype, target.namespace, target.name
         raw = await _raw_body(request)
+        decoding.check_media_type(request.headers.get("Content-Type", ""))
+        if _media_type(request) == protobuf.MEDIA_TYPE:
+            # No protobuf message of policy/v1 Eviction here; clients (kubectl drain) send JSON.
+            message = f"{UNKNOWN_FORMAT} application/json, application/yaml"
+            raise ApiError(errors.status(415, "UnsupportedMediaType", message))
         if not raw.strip():
             raise ApiError(errors.bad_request_status("the request body is empty"))
         if _media_type(request) == decoding.YAML:
