@@ -63,6 +63,8 @@ INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node
 # Requests kube-apiserver never times out (its LongRunningFunc): watches, and these subresources.
 LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforward", "proxy"})
 REQUEST_TIMED_OUT: Final = "Timeout: request did not complete within the allotted timeout"
+# How often an eviction reads the pod again when its status changed under the DisruptionTarget write.
+EVICTION_ATTEMPTS: Final = 5
 # What Go's net/http answers a request line it cannot parse (an invalid %-escape), before any handler runs.
 BAD_REQUEST_TEXT: Final = "400 Bad Request"
 _BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -620,11 +622,26 @@ class ApiServer:
             raise ApiError(errors.bad_request_status(problem))
         options = evictions.delete_options(body, request.query.get("dryRun") == "All")
         pod = self.rest.get(rtype, namespace, name)
-        dry_run = evictions.is_dry_run(options)
-        if not dry_run and (with_condition := evictions.marked(pod, self.clock())) is not None:
-            await self.rest.update(rtype, namespace, name, with_condition, "status", manager=None)
-        await self.rest.delete(rtype, namespace, name, options, dry_run)
+        if not evictions.is_dry_run(options):
+            await self._mark_disruption_target(rtype, pod)
+        await self.rest.delete(rtype, namespace, name, options, evictions.is_dry_run(options))
         return _json(evictions.SUCCESS, 201)
+
+    async def _mark_disruption_target(self, rtype: ResourceType, pod: Obj) -> None:
+        """Write the DisruptionTarget condition, on the pod as it is: a status the kubelet wrote meanwhile (a 409)
+        is read again, as upstream retries its own write, rather than failing the eviction."""
+        namespace, name = str(metadata(pod).get("namespace")), str(metadata(pod).get("name"))
+        for attempt in range(EVICTION_ATTEMPTS):
+            with_condition = evictions.marked(pod, self.clock())
+            if with_condition is None:
+                return
+            try:
+                await self.rest.update(rtype, namespace, name, with_condition, "status", manager=None)
+                return
+            except ApiError as exc:
+                if exc.code != 409 or attempt == EVICTION_ATTEMPTS - 1:
+                    raise
+            pod = self.rest.get(rtype, namespace, name)
 
     async def _list_version(self, options: listoptions.ListOptions, limit: int) -> int | None:
         """The resourceVersion a LIST must show exactly, or None for the newest state. A version this server
