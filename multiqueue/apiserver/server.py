@@ -36,6 +36,7 @@ from multiqueue.apiserver import (
     tables,
     watches,
 )
+from multiqueue.apiserver.apiservice import ApiServicePublisher
 from multiqueue.apiserver.authentication import Authenticator
 from multiqueue.apiserver.backend import Backend
 from multiqueue.apiserver.connections import GuardedSite, HeaderDeadlineHandler
@@ -44,7 +45,7 @@ from multiqueue.apiserver.podlog import PodLogs
 from multiqueue.apiserver.registry import Registry
 from multiqueue.apiserver.resources import ResourceType
 from multiqueue.apiserver.rest import APPLY_PATCH, ApiError, Rest, decode_continue
-from multiqueue.apiserver.rules import apiservice, godecode, listoptions, managedfields
+from multiqueue.apiserver.rules import godecode, listoptions, managedfields
 from multiqueue.apiserver.store import (
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_BYTES,
@@ -145,6 +146,7 @@ class ApiServer:
         self._overdue: set[asyncio.Future[web.StreamResponse]] = set()
         self._stopping = asyncio.Event()
         self._pod_logs = PodLogs()
+        self._api_service: ApiServicePublisher | None = None  # from start() on, once the port is known
         self.port = config.port
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -209,12 +211,16 @@ class ApiServer:
         )
         await site.start()
         self.port = site.port
-        await self._publish_api_service()
+        self._api_service = ApiServicePublisher(self.store, self.registry, self.rest, self.port)
+        await self._api_service.sync()  # there before anyone is told the server is up
+        self._api_service.start()
 
     async def stop(self) -> None:
         self._stopping.set()
         for task in [*self._watch_tasks, *self._overdue]:
             task.cancel()
+        if self._api_service is not None:
+            await self._api_service.stop()
         if self._runner is not None:
             await self._runner.cleanup()
         await self._pod_logs.close()
@@ -227,27 +233,6 @@ class ApiServer:
         for name in INITIAL_NAMESPACES:
             if self.store.get("namespaces", "", name) is None:
                 await self.rest.create(namespaces, "", {"metadata": {"name": name}}, manager="kube-apiserver")
-
-    async def _publish_api_service(self) -> None:
-        """Make or correct ``default/kubernetes`` once the port is known (see rules.apiservice)."""
-        services = self.registry.lookup("", "v1", "services")
-        assert services is not None
-        existing = self.store.get("services", apiservice.NAMESPACE, apiservice.NAME)
-        action = apiservice.decide(existing, self.port)
-        if action is None:
-            return
-        verb, body = action
-        if verb == "update":
-            await self.rest.update(
-                services, apiservice.NAMESPACE, apiservice.NAME, body, manager="kube-apiserver"
-            )
-            return
-        try:
-            await self.rest.create(services, apiservice.NAMESPACE, body, manager="kube-apiserver")
-        except ApiError as exc:  # a Service made before this one holds the first address
-            log.warning("default/kubernetes gets another cluster IP: %s", exc.status.get("message"))
-            fallback = apiservice.wanted(self.port, cluster_ip=None)
-            await self.rest.create(services, apiservice.NAMESPACE, fallback, manager="kube-apiserver")
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
