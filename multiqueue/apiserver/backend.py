@@ -1,6 +1,7 @@
 """What a local API server serves, behind its HTTP face: the store, the REST semantics over it, and the
 controllers that run beside it (CustomResourceDefinitions, garbage collection, what every namespace holds,
-service-account tokens). Opened and closed as one, so the HTTP layer holds one thing that is either there or not."""
+service-account tokens, cordoned Nodes' taints). Opened and closed as one, so the HTTP layer holds one thing that
+is either there or not."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from multiqueue.apiserver.crds import CrdController
 from multiqueue.apiserver.gc import GarbageCollector
+from multiqueue.apiserver.nodetaints import NodeTaintController
 from multiqueue.apiserver.publishers import NamespacePublisher
 from multiqueue.apiserver.registry import Registry
 from multiqueue.apiserver.rest import Rest
@@ -26,6 +28,7 @@ class Backend:
     gc: GarbageCollector
     publisher: NamespacePublisher
     tokens: TokenController
+    node_taints: NodeTaintController
 
     @classmethod
     async def open(
@@ -49,7 +52,9 @@ class Backend:
         publisher.start()
         tokens = TokenController(store, registry, rest, ca_pem)
         tokens.start()
-        return cls(store, rest, crds, gc, publisher, tokens)
+        node_taints = NodeTaintController(store, registry, rest, clock)
+        node_taints.start()
+        return cls(store, rest, crds, gc, publisher, tokens, node_taints)
 
     async def idle(self) -> None:
         """Wait until the server's own controllers have nothing queued (namespace contents published, tokens filled
@@ -57,8 +62,10 @@ class Backend:
         await self.publisher.runner.join()
         await self.tokens.runner.join()
         await self.gc.runner.join()
+        await self.node_taints.runner.join()
 
     async def close(self) -> None:
+        await self.node_taints.stop()
         await self.tokens.stop()
         await self.publisher.stop()
         await self.gc.stop()

@@ -30,7 +30,14 @@ _DISCOVERY_KIND: Final = "APIGroupDiscoveryList"
 # The versions of aggregated discovery this server answers with, preferred first.
 AGGREGATED_VERSIONS: Final = ("v2", "v2beta1")
 
-_SUBRESOURCE_VERBS: Final = {"status": ("get", "patch", "update"), "log": ("get",), "finalize": ("update",)}
+_SUBRESOURCE_VERBS: Final = {
+    "status": ("get", "patch", "update"),
+    "log": ("get",),
+    "finalize": ("update",),
+    "eviction": ("create",),
+}
+# Subresources whose answers are of another kind than their resource: (group, version, kind).
+_SUBRESOURCE_KINDS: Final = {"eviction": ("policy", "v1", "Eviction")}
 _MACHINES: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 _VERSION: Final = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
 
@@ -166,22 +173,31 @@ def api_resource_list(types: Iterable[ResourceType], group: str, version: str) -
         if rtype.categories:
             entry["categories"] = list(rtype.categories)
         resources.append(entry)
-        resources.extend(
-            {
-                "name": f"{rtype.plural}/{sub}",
-                "singularName": "",
-                "namespaced": rtype.namespaced,
-                "kind": rtype.kind,
-                "verbs": subresource_verbs(sub),
-            }
-            for sub in rtype.subresources
-        )
+        resources.extend(_subresource_entry(rtype, sub) for sub in rtype.subresources)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": selected[0].api_version,
         "resources": resources,
     }
+
+
+def _subresource_entry(rtype: ResourceType, sub: str) -> Obj:
+    entry: Obj = {"name": f"{rtype.plural}/{sub}", "singularName": "", "namespaced": rtype.namespaced}
+    if sub in _SUBRESOURCE_KINDS:
+        group, version, kind = _SUBRESOURCE_KINDS[sub]
+        entry.update(group=group, version=version, kind=kind)
+    else:
+        entry["kind"] = rtype.kind
+    entry["verbs"] = subresource_verbs(sub)
+    return entry
+
+
+def _subresource_kind(rtype: ResourceType, sub: str) -> Obj:
+    if sub in _SUBRESOURCE_KINDS:
+        group, version, kind = _SUBRESOURCE_KINDS[sub]
+        return {"group": group, "version": version, "kind": kind}
+    return {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
 
 
 def _resource_discovery(rtype: ResourceType) -> Obj:
@@ -199,7 +215,11 @@ def _resource_discovery(rtype: ResourceType) -> Obj:
         entry["categories"] = list(rtype.categories)
     if rtype.subresources:
         entry["subresources"] = [
-            {"subresource": sub, "responseKind": dict(kind), "verbs": subresource_verbs(sub)}
+            {
+                "subresource": sub,
+                "responseKind": _subresource_kind(rtype, sub),
+                "verbs": subresource_verbs(sub),
+            }
             for sub in rtype.subresources
         ]
     return entry

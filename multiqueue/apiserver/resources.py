@@ -86,7 +86,9 @@ BUILTIN: Final = (
         NAMESPACE_VERBS,
         model="V1Namespace",
     ),
-    ResourceType("", "v1", "Pod", "pods", "pod", True, ("po",), ("all",), ("status", "log"), model="V1Pod"),
+    ResourceType(
+        "", "v1", "Pod", "pods", "pod", True, ("po",), ("all",), ("eviction", "log", "status"), model="V1Pod"
+    ),
     ResourceType("", "v1", "Event", "events", "event", True, ("ev",), model="CoreV1Event"),
     ResourceType("", "v1", "ConfigMap", "configmaps", "configmap", True, ("cm",), model="V1ConfigMap"),
     ResourceType("", "v1", "Secret", "secrets", "secret", True, model="V1Secret"),

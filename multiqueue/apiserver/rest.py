@@ -292,8 +292,9 @@ class Rest:
         body: Any,
         subresource: str = "",
         dry_run: bool = False,
-        manager: str = "",
+        manager: str | None = "",
     ) -> Obj:
+        """``manager`` None records no field manager: a write the server makes on its own account."""
         new = self._decode_body(rtype, body)
         meta = metadata(new)
         _check_name(meta, name)

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from multiqueue.api import errors, fastjson
+from multiqueue.api import errors, evictions, fastjson
 from multiqueue.api.meta import as_dict, metadata, path_segment_name_errors
 from multiqueue.api.query import flag, go_duration
 from multiqueue.api.types import Obj
@@ -36,6 +36,7 @@ from multiqueue.apiserver import (
     tables,
     watches,
 )
+from multiqueue.apiserver.apiservice import ApiServicePublisher
 from multiqueue.apiserver.authentication import Authenticator
 from multiqueue.apiserver.backend import Backend
 from multiqueue.apiserver.connections import GuardedSite, HeaderDeadlineHandler
@@ -63,6 +64,8 @@ INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node
 # Requests kube-apiserver never times out (its LongRunningFunc): watches, and these subresources.
 LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforward", "proxy"})
 REQUEST_TIMED_OUT: Final = "Timeout: request did not complete within the allotted timeout"
+# How often an eviction reads the pod again when its status changed under the DisruptionTarget write.
+EVICTION_ATTEMPTS: Final = 5
 # What Go's net/http answers a request line it cannot parse (an invalid %-escape), before any handler runs.
 BAD_REQUEST_TEXT: Final = "400 Bad Request"
 _BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -143,6 +146,7 @@ class ApiServer:
         self._overdue: set[asyncio.Future[web.StreamResponse]] = set()
         self._stopping = asyncio.Event()
         self._pod_logs = PodLogs()
+        self._api_service: ApiServicePublisher | None = None  # from start() on, once the port is known
         self.port = config.port
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -207,11 +211,16 @@ class ApiServer:
         )
         await site.start()
         self.port = site.port
+        self._api_service = ApiServicePublisher(self.store, self.registry, self.rest, self.port)
+        await self._api_service.sync()  # there before anyone is told the server is up
+        self._api_service.start()
 
     async def stop(self) -> None:
         self._stopping.set()
         for task in [*self._watch_tasks, *self._overdue]:
             task.cancel()
+        if self._api_service is not None:
+            await self._api_service.stop()
         if self._runner is not None:
             await self._runner.cleanup()
         await self._pod_logs.close()
@@ -456,6 +465,11 @@ class ApiServer:
         dry_run = query.get("dryRun") == "All"
         if method == "PUT" and not name and rtype.schema is not None:
             raise ApiError(errors.bad_request_status("name must be provided"))  # custom resources' handler
+        if sub == "eviction":
+            request[METRIC_LABELS] = ("POST", rtype.group, rtype.plural, sub)
+            if method != "POST":
+                raise _method_not_allowed()
+            return await self._evict(request, target)
         verb = _verb(method, bool(name), flag(query.get("watch")))
         request[METRIC_LABELS] = (verb, rtype.group, rtype.plural, sub)
         if not sub and _VERB_NAMES[verb] not in rtype.verbs:
@@ -572,6 +586,47 @@ class ApiServer:
                     )
             return _json(listing)
         raise _method_not_allowed()
+
+    async def _evict(self, request: web.Request, target: Target) -> web.Response:
+        """POST pods/NAME/eviction: mark the pod DisruptionTarget, then delete it gracefully with the eviction's
+        deleteOptions (see api.evictions; no PodDisruptionBudgets are served, so none forbids it)."""
+        rtype, namespace, name = target.rtype, target.namespace, target.name
+        raw = await _raw_body(request)
+        decoding.check_media_type(request.headers.get("Content-Type", ""))
+        if _media_type(request) == protobuf.MEDIA_TYPE:
+            # No protobuf message of policy/v1 Eviction here; clients (kubectl drain) send JSON.
+            message = f"{UNKNOWN_FORMAT} application/json, application/yaml"
+            raise ApiError(errors.status(415, "UnsupportedMediaType", message))
+        if not raw.strip():
+            raise ApiError(errors.bad_request_status("the request body is empty"))
+        if _media_type(request) == decoding.YAML:
+            body = decoding.read_yaml(raw, evictions.KIND)
+        else:
+            body = decoding.read_json(raw, evictions.KIND)
+        if problem := evictions.body_problem(body, name, namespace):
+            raise ApiError(errors.bad_request_status(problem))
+        options = evictions.delete_options(body, request.query.get("dryRun") == "All")
+        pod = self.rest.get(rtype, namespace, name)
+        if not evictions.is_dry_run(options):
+            await self._mark_disruption_target(rtype, pod)
+        await self.rest.delete(rtype, namespace, name, options, evictions.is_dry_run(options))
+        return _json(evictions.SUCCESS, 201)
+
+    async def _mark_disruption_target(self, rtype: ResourceType, pod: Obj) -> None:
+        """Write the DisruptionTarget condition, on the pod as it is: a status the kubelet wrote meanwhile (a 409)
+        is read again, as upstream retries its own write, rather than failing the eviction."""
+        namespace, name = str(metadata(pod).get("namespace")), str(metadata(pod).get("name"))
+        for attempt in range(EVICTION_ATTEMPTS):
+            with_condition = evictions.marked(pod, self.clock())
+            if with_condition is None:
+                return
+            try:
+                await self.rest.update(rtype, namespace, name, with_condition, "status", manager=None)
+                return
+            except ApiError as exc:
+                if exc.code != 409 or attempt == EVICTION_ATTEMPTS - 1:
+                    raise
+            pod = self.rest.get(rtype, namespace, name)
 
     async def _list_version(self, options: listoptions.ListOptions, limit: int) -> int | None:
         """The resourceVersion a LIST must show exactly, or None for the newest state. A version this server

@@ -356,6 +356,8 @@ class LocalKubelet:
         return len(self._running)
 
     async def _bind(self, pod: Obj) -> None:
+        if await self.node.cordoned():  # kubectl cordon or drain: bind nothing new here; look again shortly
+            return self.runner.add_after(key_of(pod), POD_RETRY)
         # Our embedded API server has no pods/binding: setting spec.nodeName of an unbound pod is its way.
         with contextlib.suppress(NotFound, Conflict):
             await self.client.patch(

@@ -533,6 +533,8 @@ class UpstreamControlPlane:
             f"--cert-dir={self.files.folder}",
             f"--token-auth-file={self.files.tokens}",
             "--authorization-mode=RBAC",
+            # kubeadm and kind clusters admit privileged containers, and so does the embedded server.
+            "--allow-privileged=true",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={self.files.service_account_public_key}",
             f"--service-account-signing-key-file={self.files.service_account_key}",

@@ -36,6 +36,9 @@ class Step:
     capture: Mapping[str, str] = dataclasses.field(default_factory=dict)
     watch: bool = False
     raw_path: bool = False  # sent byte for byte, %-escapes and dot segments as written
+    # Dotted paths (list indexes as numbers) in the answer's body that differ by environment, not by behaviour (a
+    # server's own port): left out of the comparison.
+    volatile: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -771,6 +774,126 @@ def _job_steps() -> list[Action]:
     ]
 
 
+def _resized_job() -> dict[str, Any]:
+    """A suspended Job no controller touches (a foreign managedBy): its status is only what a step writes, so the
+    update rules see the same state on both sides."""
+    pod = _pod_spec()
+    pod.pop("nodeName")
+    cpu = {"requests": {"cpu": "10m"}, "limits": {"cpu": "100m"}}
+    pod["containers"][0]["resources"] = cpu
+    pod["initContainers"] = [{"name": "init", "image": "busybox", "command": ["true"], "resources": cpu}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "resized"},
+        "spec": {"managedBy": "example.com/fidelity", "suspend": True, "template": {"spec": pod}},
+    }
+
+
+def _cpu(cpu: str) -> dict[str, Any]:
+    requests = {"resources": {"requests": {"cpu": cpu}}}
+    return {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "main", **requests}],
+                    "initContainers": [{"name": "init", **requests}],
+                }
+            }
+        }
+    }
+
+
+def _suspended_job_steps() -> list[Action]:
+    """A suspended Job's pod template: requests and limits may change while it has no active pods, before it
+    started or once suspended again after it ran (its Suspended condition); other changes, and any change while
+    pods are active or the Job runs, are refused."""
+    base = "/apis/batch/v1/namespaces/{ns}/jobs"
+    suspended = {
+        "type": "Suspended",
+        "status": "True",
+        "reason": "JobSuspended",
+        "message": "Job suspended",
+        "lastProbeTime": EVENT_TIME,
+        "lastTransitionTime": EVENT_TIME,
+    }
+
+    def resize(step: str, cpu: str) -> Step:
+        return Step(f"job-resize/{step}", "PATCH", f"{base}/resized", body=_cpu(cpu), content_type=STRATEGIC)
+
+    def status(step: str, body: dict[str, Any]) -> Step:
+        return Step(f"job-resize/{step}", "PATCH", f"{base}/resized/status", body=body, content_type=MERGE)
+
+    image = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}}}
+    return [
+        Step("job-resize/create", "POST", base, body=_resized_job()),
+        resize("resources-never-started", "20m"),
+        Step("job-resize/image-refused", "PATCH", f"{base}/resized", body=image, content_type=STRATEGIC),
+        status("started-with-active-pods", {"status": {"startTime": EVENT_TIME, "active": 1}}),
+        resize("resources-active-pods-refused", "30m"),
+        Step(
+            "job-resize/suspended-again",
+            "PATCH",
+            f"{base}/resized/status",
+            body=[
+                {"op": "remove", "path": "/status/active"},
+                {"op": "add", "path": "/status/conditions", "value": [suspended]},
+            ],
+            content_type=JSON_PATCH,
+        ),
+        resize("resources-suspended-again", "40m"),
+        Step(
+            "job-resize/resume",
+            "PATCH",
+            f"{base}/resized",
+            body={"spec": {"suspend": False}},
+            content_type=MERGE,
+        ),
+        resize("resources-running-refused", "50m"),
+        Step("job-resize/delete", "DELETE", f"{base}/resized"),
+    ]
+
+
+def _api_surface_steps() -> list[Action]:
+    """What tools look for first: the kubernetes Service, the Eviction API, a privileged pod."""
+    pods = "/api/v1/namespaces/{ns}/pods"
+
+    def pod(name: str, **container: Any) -> dict[str, Any]:
+        spec = _pod_spec()
+        spec["containers"][0].update(container)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+    def evict(step: str, name: str, path_name: str = "evictee", **query: str) -> Step:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+        return Step(f"surface/{step}", "POST", f"{pods}/{path_name}/eviction", query=query, body=body)
+
+    return [
+        Step(
+            "surface/kubernetes-service",
+            "GET",
+            "/api/v1/namespaces/default/services/kubernetes",
+            volatile=("spec.ports.0.targetPort",),
+        ),
+        # Upstream's ServiceAccount admission refuses pods until the token controller made this one.
+        Wait("/api/v1/namespaces/{ns}/serviceaccounts/default"),
+        Step(
+            "surface/privileged-pod",
+            "POST",
+            pods,
+            body=pod("privileged", securityContext={"privileged": True}),
+        ),
+        Step("surface/evictee-create", "POST", pods, body=pod("evictee")),
+        evict("evict-name-mismatch", "other"),
+        evict("evict-missing", "missing", path_name="missing"),
+        evict("evict-dry-run", "evictee", dryRun="All"),
+        Step("surface/evictee-after-dry-run", "GET", f"{pods}/evictee"),
+        evict("evict", "evictee"),
+        Step("surface/evictee-evicted", "GET", f"{pods}/evictee"),
+        evict("evict-terminating", "evictee"),
+        Step("surface/evict-get", "GET", f"{pods}/evictee/eviction"),
+    ]
+
+
 def _events_v1_steps() -> list[Action]:
     """What client-go's events recorder (controller-runtime's, the JobSet controller's) does through
     events.k8s.io/v1, and the one Event storage read through both groups."""
@@ -1047,6 +1170,8 @@ def groups() -> list[Group]:
         Group("paging", tuple(_paging_steps())),
         Group("malformed", tuple(_malformed_steps())),
         Group("finalize", tuple(_finalize_steps())),
+        Group("resize", tuple(_suspended_job_steps())),
+        Group("surface", tuple(_api_surface_steps())),
     ]
     for kind in KINDS:
         actions: list[Action] = []

@@ -16,6 +16,7 @@ kubeconfig reuses them, so the embedded side can be rerun alone after a change.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import sys
@@ -131,6 +132,24 @@ async def run_pair(embedded: KubeClient, upstream: KubeClient) -> list[dict[str,
     return compare_answers(ours.answers, theirs.answers)
 
 
+def _without(answer: Answer, volatile: tuple[str, ...]) -> Answer:
+    """The answer with each of a step's environment-specific values replaced by a placeholder."""
+    if not volatile or not isinstance(answer.body, dict):
+        return answer
+    body = copy.deepcopy(answer.body)
+    for dotted in volatile:
+        *parents, last = dotted.split(".")
+        node: Any = body
+        for key in parents:
+            if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node:
+            node[last] = "<volatile>"
+    return dataclasses.replace(answer, body=body)
+
+
 def compare_answers(ours: dict[str, Answer], theirs: dict[str, Answer]) -> list[dict[str, Any]]:
     steps = api_script.steps()
     agreed = {s.id for s in steps if ours[s.id].code == theirs[s.id].code}
@@ -138,8 +157,8 @@ def compare_answers(ours: dict[str, Answer], theirs: dict[str, Answer]) -> list[
     our_writers, their_writers = writers(ours, writes), writers(theirs, writes)
     outcomes = []
     for step in steps:
-        a = normalize(events_of(ours[step.id], our_writers, agreed))
-        b = normalize(events_of(theirs[step.id], their_writers, agreed))
+        a = normalize(_without(events_of(ours[step.id], our_writers, agreed), step.volatile))
+        b = normalize(_without(events_of(theirs[step.id], their_writers, agreed), step.volatile))
         diff = differences(a, b)
         outcomes.append({"id": step.id, "match": not diff, "differences": diff, "embedded": a, "upstream": b})
     return outcomes

@@ -142,6 +142,13 @@ def _resources(group: str, version: str) -> dict[str, Obj]:
         ),
         pytest.param(
             "",
+            "pods/eviction",
+            {"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
+             "kind": "Eviction", "verbs": ["create"]},
+            id="pods-eviction-another-kind",
+        ),
+        pytest.param(
+            "",
             "namespaces",
             {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
              "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
@@ -183,14 +190,19 @@ def test_aggregated_core_discovery() -> None:
         "categories": ["all"],
         "subresources": [
             {
-                "subresource": "status",
-                "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
-                "verbs": ["get", "patch", "update"],
+                "subresource": "eviction",
+                "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "verbs": ["create"],
             },
             {
                 "subresource": "log",
                 "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                 "verbs": ["get"],
+            },
+            {
+                "subresource": "status",
+                "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                "verbs": ["get", "patch", "update"],
             },
         ],
     }

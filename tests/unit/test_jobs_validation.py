@@ -14,7 +14,7 @@ from multiqueue.api.errors import FieldError
 from multiqueue.api.jobdefaults import default_job_spec
 from multiqueue.api.jobspec import validate_job, validate_job_template_spec
 from multiqueue.api.jobupdate import validate_job_update
-from tests.unit.jobfixtures import T0, job, with_status
+from tests.unit.jobfixtures import T0, cond, job, with_status
 
 Case = tuple[dict[str, Any], str | None, str | None]
 
@@ -557,6 +557,15 @@ UpdateCase = tuple[dict[str, Any], dict[str, Any], str | None, str | None]
 ELASTIC = job(completionMode="Indexed", completions=3, parallelism=3)
 SUSPENDED = job(suspend=True)
 STARTED_SUSPENDED = with_status(SUSPENDED, startTime=T0)
+# What the Job controller leaves when it suspends a Job that ran: startTime cleared, the Suspended condition set.
+SUSPENDED_AGAIN = with_status(SUSPENDED, conditions=[cond("Suspended", reason="JobSuspended")])
+SUSPENDED_WITH_ACTIVE = with_status(SUSPENDED, active=1)
+SUSPENDED_AGAIN_STARTED = with_status(
+    SUSPENDED, startTime=T0, conditions=[cond("Suspended", reason="JobSuspended")]
+)
+RESUMED_STARTED = with_status(
+    SUSPENDED, startTime=T0, conditions=[cond("Suspended", "False", reason="JobResumed")]
+)
 
 
 def _new_template(base: dict[str, Any], **pod_spec: Any) -> dict[str, Any]:
@@ -569,6 +578,22 @@ def _new_template_meta(base: dict[str, Any], **meta: Any) -> dict[str, Any]:
     body = copy.deepcopy(base)
     body["spec"]["template"]["metadata"].update(meta)
     return body
+
+
+def _resources(base: dict[str, Any], **resources: Any) -> dict[str, Any]:
+    """``base`` with its container's resources (and an init container's, given ``init``) replaced."""
+    body = copy.deepcopy(base)
+    pod_spec = body["spec"]["template"]["spec"]
+    init = resources.pop("init", None)
+    pod_spec["containers"][0]["resources"] = resources
+    if init is not None:
+        pod_spec["initContainers"] = [{**pod_spec["containers"][0], "name": "init", "resources": init}]
+    return body
+
+
+CPU = {"requests": {"cpu": "10m"}, "limits": {"cpu": "100m"}}
+WITH_INIT = _resources(SUSPENDED, init=CPU, **CPU)
+MORE_CPU = {"requests": {"cpu": "20m", "nvidia.com/gpu": "1"}, "limits": {"cpu": "1", "nvidia.com/gpu": "1"}}
 
 
 def _without_prefixed_labels(base: dict[str, Any]) -> dict[str, Any]:
@@ -651,6 +676,75 @@ UPDATE_CASES: dict[str, UpdateCase] = {
     "template-image-immutable-even-suspended": (
         SUSPENDED,
         _new_template(SUSPENDED, containers=[{"name": "main", "image": "other"}]),
+        "spec.template.spec",
+        "field is immutable",
+    ),
+    "resources-while-suspended-never-started": (
+        WITH_INIT,
+        _resources(WITH_INIT, init=MORE_CPU, **MORE_CPU),
+        None,
+        None,
+    ),
+    "resources-removed-while-suspended": (WITH_INIT, _resources(WITH_INIT, init={}), None, None),
+    "resources-suspended-again-after-start": (
+        SUSPENDED_AGAIN,
+        _resources(SUSPENDED_AGAIN, **MORE_CPU),
+        None,
+        None,
+    ),
+    "resources-suspended-again-start-time-kept": (
+        SUSPENDED_AGAIN_STARTED,
+        _resources(SUSPENDED_AGAIN_STARTED, **MORE_CPU),
+        None,
+        None,
+    ),
+    "resources-not-suspended": (job(), _resources(job(), **MORE_CPU), "spec.template", "field is immutable"),
+    "resources-suspended-with-active-pods": (
+        SUSPENDED_WITH_ACTIVE,
+        _resources(SUSPENDED_WITH_ACTIVE, **MORE_CPU),
+        "spec.template",
+        "field is immutable",
+    ),
+    "resources-started-without-suspended-condition": (
+        STARTED_SUSPENDED,
+        _resources(STARTED_SUSPENDED, **MORE_CPU),
+        "spec.template",
+        "field is immutable",
+    ),
+    "resources-suspended-condition-false": (
+        RESUMED_STARTED,
+        _resources(RESUMED_STARTED, **MORE_CPU),
+        "spec.template",
+        "field is immutable",
+    ),
+    "resource-claims-stay-fixed": (
+        SUSPENDED,
+        _resources(SUSPENDED, claims=[{"name": "gpu"}]),
+        "spec.template.spec",
+        "field is immutable",
+    ),
+    "pod-level-resources-stay-fixed": (
+        SUSPENDED,
+        _new_template(SUSPENDED, resources={"requests": {"cpu": "1"}}),
+        "spec.template.spec",
+        "field is immutable",
+    ),
+    "resources-and-image-refuses-the-spec": (
+        SUSPENDED,
+        _resources(_new_template(SUSPENDED, containers=[{"name": "main", "image": "other"}]), **MORE_CPU),
+        "spec.template.spec",
+        "field is immutable",
+    ),
+    "template-name-while-open": (SUSPENDED, _new_template_meta(SUSPENDED, name="renamed"), None, None),
+    "scheduling-directives-suspended-again-after-start": (
+        SUSPENDED_AGAIN,
+        _new_template(SUSPENDED_AGAIN, nodeSelector={"a": "b"}),
+        None,
+        None,
+    ),
+    "scheduling-directives-with-active-pods": (
+        SUSPENDED_WITH_ACTIVE,
+        _new_template(SUSPENDED_WITH_ACTIVE, nodeSelector={"a": "b"}),
         "spec.template",
         "field is immutable",
     ),
