@@ -60,6 +60,7 @@ from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, k
 from multiqueue.api.types import CONFIGMAPS, PODS, SECRETS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
+from multiqueue.kube.events import EventRecorder
 from multiqueue.kube.informer import Handlers, Informer, InformerFactory
 from multiqueue.local import containers, probes, shells, volumes
 from multiqueue.local.containers import (
@@ -90,6 +91,8 @@ SIMULATE_EXIT_CODE: Final = "multiqueue.dev/simulate-exit-code"
 # A pod whose status could not be written is synced again after this.
 POD_RETRY: Final = 1.0
 POD_WORKERS: Final = 8
+# The kubelet keeps this much of an exec probe's output for the Event that says why it failed.
+PROBE_OUTPUT_LIMIT: Final = 10 * 1024
 _FIELD_REF: Final = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 
@@ -145,6 +148,8 @@ class LocalKubelet:
             port=api_port,
             clock=self.clock,
         )
+        # Events about pods, from the component and node upstream's kubelet names as their source.
+        self.events = EventRecorder(client, "kubelet", host=node_name)
         self.pods: Informer = factory.informer(PODS)
         self._running: dict[str, _Running] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -186,6 +191,7 @@ class LocalKubelet:
         ``none``) its pods. Cancelling stops the kubelet, not its pods: their processes go on, and the next kubelet
         on the same ``log_dir`` adopts them (as upstream's kubelet leaves containers running)."""
         port = await self.api.start()
+        self.events.start()
         try:
             await self.node.register(port)
             async with asyncio.TaskGroup() as group:
@@ -193,6 +199,7 @@ class LocalKubelet:
                 if self.mode != "none":
                     group.create_task(self._run_pods())
         finally:
+            await self.events.stop()
             await self.api.stop()
 
     async def close(self) -> None:
@@ -604,8 +611,10 @@ class LocalKubelet:
                 running_for = (self.clock() - started).total_seconds()
         await asyncio.sleep(probes.first_run_in(spec, running_for))
         while not process.ended:
-            passed = await self._run_probe(pod, container, process, spec)
-            now = probes.after(state, passed, spec)
+            failure = await self._run_probe(pod, container, process, spec)
+            if failure is not None and not process.ended:
+                self.events.warning(pod, "Unhealthy", f"{kind.capitalize()} probe failed: {failure}")
+            now = probes.after(state, failure is None, spec)
             if kind == "readiness" and now.passing != state.passing:
                 status.probe_ready = now.passing
                 await report()
@@ -618,14 +627,22 @@ class LocalKubelet:
             ):
                 log.info("kubelet %s: pod %s: %s failed its %s probe", self.node_name, key_of(pod),
                          container.get("name"), kind)  # fmt: skip
+                self.events.normal(
+                    pod,
+                    "Killing",
+                    f"Container {container.get('name')} failed {kind} probe, will be restarted",
+                )
                 await containers.stop_processes([process], _termination_grace(pod))
                 return False
             state = now
             await asyncio.sleep(spec.period)
         return False
 
-    async def _run_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
-        """Run a probe once; whether it passed."""
+    async def _run_probe(
+        self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec
+    ) -> str | None:
+        """Run a probe once: None when it passed, else what it answered (the message of an Unhealthy Event)."""
+        where = f"{spec.host}:{spec.port}"
         try:
             async with asyncio.timeout(spec.timeout):
                 if spec.action == "tcp":
@@ -633,15 +650,20 @@ class LocalKubelet:
                     writer.close()
                     with contextlib.suppress(OSError):
                         await writer.wait_closed()
-                    return True
+                    return None
                 if spec.action == "http":
                     return await _http_probe(spec)
-        except (OSError, TimeoutError, aiohttp.ClientError):
-            return False
+        except TimeoutError:
+            return f"dial tcp {where}: i/o timeout"
+        except (OSError, aiohttp.ClientError) as exc:
+            return f"dial tcp {where}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
         return await self._exec_probe(pod, container, process, spec)
 
-    async def _exec_probe(self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec) -> bool:
-        """Run an exec probe beside the container (in its mount namespace when it has one); whether it passed."""
+    async def _exec_probe(
+        self, pod: Obj, container: Obj, process: ContainerProcess, spec: ProbeSpec
+    ) -> str | None:
+        """Run an exec probe beside the container (in its mount namespace when it has one): None when it exits 0,
+        else its output (at most PROBE_OUTPUT_LIMIT bytes, as the kubelet keeps)."""
         argv = shells.with_shell(list(spec.command), shells.host_bash())
         main = containers.main_pid(process.run_dir) if process.run_dir is not None else None
         if main is not None and volumes.needs_mounts(pod, container):
@@ -654,24 +676,27 @@ class LocalKubelet:
             child = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
                 cwd=workdir,
                 env=env,
                 start_new_session=True,
             )
-        except OSError:
-            return False
+        except OSError as exc:
+            return f"cannot run the probe's command: {exc}"
         try:
             async with asyncio.timeout(spec.timeout):
-                return await child.wait() == 0
+                output, _ = await child.communicate()
         except TimeoutError:
-            return False
+            return f"command {' '.join(spec.command)!r} timed out"
         finally:
             if child.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 await child.wait()
+        if child.returncode == 0:
+            return None
+        return output[:PROBE_OUTPUT_LIMIT].decode(errors="replace")
 
     async def _spawn(
         self, pod: Obj, container: Obj, record: ContainerRecord, attempt: int, run_dir: Path
@@ -692,6 +717,7 @@ class LocalKubelet:
             log.info("kubelet %s: pod %s: %s cannot start: %s", self.node_name, key_of(pod),
                      container.get("name"), problem)  # fmt: skip
             await asyncio.to_thread(record.fail_to_start, attempt, containers.START_ERROR_EXIT_CODE, problem)
+            self.events.warning(pod, "Failed", f"Error: {problem}")
             return None
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -710,6 +736,9 @@ class LocalKubelet:
         """The container's volumes, ready on disk; :class:`volumes.VolumeError` when one cannot be."""
         if not volumes.needs_mounts(pod, container):
             return []
+        # Before anything is made on the host for a container that could not see it.
+        if (why := await asyncio.to_thread(volumes.namespace_error)) is not None:
+            raise volumes.VolumeError(why)
         namespace = str(metadata(pod)["namespace"])
         fetched: dict[tuple[str, str], dict[str, bytes] | None] = {}
         for kind, name in volumes.referenced(pod):
@@ -726,12 +755,9 @@ class LocalKubelet:
         if fetched["configmap", "kube-root-ca.crt"] is None:
             fetched["configmap", "kube-root-ca.crt"] = {"ca.crt": b""}
         sources = volumes.Sources(fetched, namespace)
-        mounts = await asyncio.to_thread(
+        return await asyncio.to_thread(
             volumes.prepare, pod, container, folder, sources, lambda path: _field(pod, self.node_name, path)
         )
-        if mounts and (why := await asyncio.to_thread(volumes.namespace_error)) is not None:
-            raise volumes.VolumeError(why)
-        return mounts
 
     async def _release(self, pod: Obj) -> None:
         """The pod has ended or gone: its volumes and the mount points made for it go."""
@@ -839,9 +865,9 @@ def _backoff_message(pod: Obj, container: str, attempt: int) -> str:
     )
 
 
-async def _http_probe(spec: ProbeSpec) -> bool:
-    """An httpGet probe: passes on a status from 200 to 399 (redirects are not followed; HTTPS is not verified, as
-    upstream's kubelet does not verify it either)."""
+async def _http_probe(spec: ProbeSpec) -> str | None:
+    """An httpGet probe: passes (None) on a status from 200 to 399, else says which status came back (redirects
+    are not followed; HTTPS is not verified, as upstream's kubelet does not verify it either)."""
     host = f"[{spec.host}]" if ":" in spec.host else spec.host
     url = f"{spec.scheme.lower()}://{host}:{spec.port}{spec.path if spec.path.startswith('/') else '/' + spec.path}"
     headers = {"User-Agent": "kube-probe/1.37", **dict(spec.headers)}
@@ -849,7 +875,9 @@ async def _http_probe(spec: ProbeSpec) -> bool:
         aiohttp.ClientSession() as session,
         session.get(url, headers=headers, allow_redirects=False, ssl=False) as response,
     ):
-        return 200 <= response.status < 400
+        return (
+            None if 200 <= response.status < 400 else f"HTTP probe failed with statuscode: {response.status}"
+        )
 
 
 def _field(pod: Obj, node: str, path: str) -> str | None:

@@ -18,6 +18,7 @@ from multiqueue.api.types import JOBS, PODS, Obj
 from multiqueue.kube.client import LogQuery
 from multiqueue.kube.errors import BadRequest
 from tests.e2e.conftest import BUSYBOX, GATES, GATES_MOUNT, Clusters, condition, has_condition, job_body
+from tests.e2e.test_dispatch_failures import wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -147,6 +148,8 @@ async def test_job_ready_counts_a_pod_only_once_its_readiness_probe_passes(local
     assert ready is not None and ready["status"] == "False"
     job = await client.get(JOBS, "probed", "default")
     assert job["status"].get("ready", 0) == 0
+    unhealthy = await wait_for_event(client, name, "Unhealthy")
+    assert unhealthy["type"] == "Warning" and unhealthy["message"].startswith("Readiness probe failed:")
     await gate.open()
     await local_clusters.wait_for(
         JOBS, "default", "probed", lambda j: (j.get("status") or {}).get("ready") == 1
@@ -166,6 +169,9 @@ async def test_a_container_without_command_fails_to_start_unless_it_is_pause(
     terminated = _container_status(failed)["state"]["terminated"]
     assert terminated["reason"] == "StartError" and terminated["exitCode"] == 128
     assert "has no command" in terminated["message"]
+    failed_event = await wait_for_event(client, "imageonly", "Failed")
+    assert failed_event["type"] == "Warning" and "has no command" in failed_event["message"]
+    assert failed_event["source"]["component"] == "kubelet"
     pause = await client.get(PODS, "pause", "default")
     assert pause["status"]["phase"] == "Running"
     assert _container_status(pause)["restartCount"] == 0 and "running" in _container_status(pause)["state"]
