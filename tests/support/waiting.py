@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,18 @@ async def saying_on_timeout(what: Callable[[], str]) -> AsyncIterator[None]:
         yield
     except TimeoutError:
         pytest.fail(f"timed out: {what()}")
+
+
+async def first_line(fifo: Path, within: float = 10.0) -> str:
+    """What a process wrote to the named pipe ``fifo`` first, waiting on the event loop until it did."""
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    loop.add_reader(fd, readable.set)
+    try:
+        async with asyncio.timeout(within):
+            await readable.wait()
+        return os.read(fd, 4096).decode().splitlines()[0].strip()
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)

@@ -24,6 +24,7 @@ from multiqueue.local.containers import (
     is_alive,
     spawn,
 )
+from tests.support.waiting import first_line
 
 NEVER = PodState(restart_policy="Never")
 ALWAYS = PodState(restart_policy="Always")
@@ -99,21 +100,6 @@ def _run(record: ContainerRecord, tmp_path: Path, *argv: str, attempt: int = 1) 
     return spawn(run_dir, list(argv), tmp_path, {"PATH": os.environ["PATH"]}, tmp_path / "main.log")
 
 
-async def _started(fifo: Path) -> None:
-    """Until the command wrote a line to ``fifo``: it runs, so its wrapper recorded its pid (looking earlier would
-    claim the attempt, as a restarted kubelet does, and the wrapper would then run nothing)."""
-    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-    loop = asyncio.get_running_loop()
-    readable = asyncio.Event()
-    loop.add_reader(fd, readable.set)
-    try:
-        async with asyncio.timeout(10):
-            await readable.wait()
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
-
-
 async def test_the_wrapper_records_its_pid_start_time_and_the_exit_code(tmp_path: Path) -> None:
     record = _record(tmp_path)
     process = _run(record, tmp_path, "sh", "-c", "echo out; exit 3")
@@ -160,7 +146,9 @@ async def test_a_running_attempt_is_seen_running_adopted_and_stopped_by_sigterm(
     started = _run(
         record, tmp_path, "sh", "-c", f"echo go > {fifo}; while [ ! -e {gate} ]; do sleep 0.1; done"
     )
-    await _started(fifo)
+    # The command runs, so its wrapper recorded its pid (looking earlier would claim the attempt, as a restarted
+    # kubelet does, and the wrapper would then run nothing).
+    await first_line(fifo)
     seen = record.observe()
     assert seen.seen is Seen.RUNNING and seen.pid == started.pid
     assert seen.start_ticks is not None
@@ -191,7 +179,9 @@ async def test_a_container_killed_without_an_exit_code_has_vanished(tmp_path: Pa
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     process = _run(record, tmp_path, "sh", "-c", f"echo go > {fifo}; exec sleep 60")
-    await _started(fifo)
+    # The command runs, so its wrapper recorded its pid (looking earlier would claim the attempt, as a restarted
+    # kubelet does, and the wrapper would then run nothing).
+    await first_line(fifo)
     assert record.observe().seen is Seen.RUNNING
     process.signal_group(signal.SIGKILL)
     async with asyncio.timeout(10):

@@ -19,6 +19,7 @@ from multiqueue.local.containers import ContainerRecord, Observation, Seen, spaw
 from multiqueue.local.podstatus import Ended, PodView, pod_status
 from multiqueue.local.probes import ProbeSpec, ProbeState, after, first_run_in, started_failed
 from multiqueue.local.shells import PAUSE_SCRIPT, Launch, is_pause_image, launch, with_shell
+from tests.support.waiting import first_line
 
 Obj = dict[str, Any]
 BASH = "/usr/bin/bash"
@@ -467,7 +468,7 @@ async def test_sigterm_goes_to_the_main_process_only(tmp_path: Path) -> None:
     process = spawn(run_dir, [BASH, "-c", script], tmp_path, {"PATH": os.environ["PATH"]}, log)
     child = 0
     try:
-        child = int(await _line_of(fifo))
+        child = int(await first_line(fifo))
         process.terminate()
         async with asyncio.timeout(10):
             await process.wait()
@@ -482,21 +483,6 @@ async def test_sigterm_goes_to_the_main_process_only(tmp_path: Path) -> None:
                 os.kill(child, signal.SIGKILL)
 
 
-async def _line_of(fifo: Path) -> str:
-    """The first line written to ``fifo`` (once its writer wrote it, its wrapper has recorded the main pid)."""
-    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-    loop = asyncio.get_running_loop()
-    readable = asyncio.Event()
-    loop.add_reader(fd, readable.set)
-    try:
-        async with asyncio.timeout(10):
-            await readable.wait()
-        return os.read(fd, 100).decode().strip()
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
-
-
 async def test_what_a_container_leaves_running_ends_with_it(tmp_path: Path) -> None:
     record = ContainerRecord(tmp_path / "records" / "main")
     fifo = tmp_path / "child"
@@ -505,7 +491,7 @@ async def test_what_a_container_leaves_running_ends_with_it(tmp_path: Path) -> N
     process = spawn(
         record.start(1, T0), [BASH, "-c", script], tmp_path, {"PATH": os.environ["PATH"]}, tmp_path / "log"
     )
-    child = int(await _line_of(fifo))
+    child = int(await first_line(fifo))
     async with asyncio.timeout(10):
         await process.wait()
     pidfd = os.pidfd_open(child)  # the wrapper ended; its group's stray process runs on
