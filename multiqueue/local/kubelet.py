@@ -738,6 +738,8 @@ class LocalKubelet:
             return []
         # Before anything is made on the host for a container that could not see it.
         if (why := await asyncio.to_thread(volumes.namespace_error)) is not None:
+            if volumes.only_service_account(pod, container):
+                return []
             raise volumes.VolumeError(why)
         namespace = str(metadata(pod)["namespace"])
         fetched: dict[tuple[str, str], dict[str, bytes] | None] = {}

@@ -120,6 +120,22 @@ def needs_mounts(pod: Obj, container: Obj) -> bool:
     )
 
 
+def only_service_account(pod: Obj, container: Obj) -> bool:
+    """Whether the container mounts nothing but the service-account volume an upstream API server's admission adds
+    (``kube-api-access-*``, projected, at :data:`SERVICE_ACCOUNT_PATH`): a volume the pod's author did not ask for,
+    which a host that cannot make a mount namespace (not root) leaves out rather than fail every pod."""
+    volumes = {
+        str(as_dict(v).get("name")): as_dict(v) for v in as_list(as_dict(pod.get("spec")).get("volumes"))
+    }
+    mounts = [as_dict(m) for m in as_list(container.get("volumeMounts"))]
+    return bool(mounts) and all(
+        str(m.get("name", "")).startswith("kube-api-access-")
+        and m.get("mountPath") == SERVICE_ACCOUNT_PATH
+        and "projected" in volumes.get(str(m.get("name")), {})
+        for m in mounts
+    )
+
+
 def wrap(mounts: list[Mount], argv: list[str], sh: str = "/bin/sh") -> list[str]:
     """The argv that runs ``argv`` with ``mounts`` in a private mount namespace (as is, without mounts)."""
     if not mounts:

@@ -509,3 +509,30 @@ async def test_what_a_container_leaves_running_ends_with_it(tmp_path: Path) -> N
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
         process.close()
+
+
+_SA_VOLUME = {
+    "name": "kube-api-access-x1",
+    "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+}
+_SA_MOUNT = {"name": "kube-api-access-x1", "mountPath": volumes.SERVICE_ACCOUNT_PATH, "readOnly": True}
+
+
+@pytest.mark.parametrize(
+    ("pod_volumes", "mounts", "only"),
+    [
+        ([_SA_VOLUME], [_SA_MOUNT], True),
+        (
+            [_SA_VOLUME, {"name": "data", "emptyDir": {}}],
+            [_SA_MOUNT, {"name": "data", "mountPath": "/data"}],
+            False,
+        ),
+        ([_SA_VOLUME], [{**_SA_MOUNT, "mountPath": "/elsewhere"}], False),
+        ([{"name": "kube-api-access-x1", "emptyDir": {}}], [_SA_MOUNT], False),
+        ([_SA_VOLUME], [], False),
+    ],
+    ids=["admission's volume only", "and one of the author's", "moved", "not projected", "no mounts"],
+)
+def test_only_the_service_account_volume(pod_volumes: list[Obj], mounts: list[Obj], only: bool) -> None:
+    pod = {"spec": {"volumes": pod_volumes}}
+    assert volumes.only_service_account(pod, {"name": "c", "volumeMounts": mounts}) is only
