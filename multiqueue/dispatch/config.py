@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     field_validator,
     model_validator,
@@ -62,7 +63,8 @@ class ClusterRef(BaseModel):
 
 
 class Capacity(BaseModel):
-    """How much a worker takes from this manager, counted from the pods' requests times their parallelism."""
+    """How much a worker takes from this manager, counted from the pods' requests times their parallelism; with
+    ``fromNodes``, also what its Nodes have left."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -72,6 +74,14 @@ class Capacity(BaseModel):
     resources: dict[str, str] = Field(
         default_factory=dict,
         description="Quota per resource name (cpu, memory, nvidia.com/gpu, ...), as Kubernetes quantities.",
+    )
+
+    from_nodes: Annotated[bool, Strict()] = Field(
+        False,
+        alias="fromNodes",
+        description="Also read capacity from the worker's Nodes: the allocatable of those that are Ready and not "
+        "cordoned, less the requests of every unfinished pod on them or not yet bound, whoever made it. Each "
+        "resource takes the smaller of that and its quota. Needs list and watch on nodes and pods there.",
     )
 
     @field_validator("resources")

@@ -1,7 +1,8 @@
 """The worker clusters of one manager, shared by every kind it dispatches.
 
 Each worker has one client, one mirror informer per kind (mirrors of this manager only, by the origin label), its
-health, the loss clock, drain state and the request slots that keep a hung worker from holding every sync.
+health, the loss clock, drain state and the request slots that keep a hung worker from holding every sync. A worker
+whose capacity is read from its Nodes also has a Node and a Pod informer, each keeping a small record per object.
 
 Health comes from the connection itself: a probe of ``/readyz`` with a deadline every few seconds, besides the
 watches' own errors, so a worker frozen behind a silent connection is reported within PROBE_PERIOD +
@@ -18,9 +19,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Final, Protocol
 
-from multiqueue.api.types import Obj, Resource
+from multiqueue.api.meta import uid_of
+from multiqueue.api.types import NODES, PODS, Obj, Resource
 from multiqueue.dispatch.capacity import Ledger
 from multiqueue.dispatch.mirror import ORIGIN_LABEL, cached_mirror
+from multiqueue.dispatch.nodecapacity import (
+    NodeCapacity,
+    combined,
+    counted,
+    node_capacity,
+    node_record,
+    pod_record,
+)
 from multiqueue.dispatch.placement import WorkerView
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError
@@ -36,6 +46,9 @@ PROBE_TIMEOUT: Final = 5.0
 # A worker whose every slot is taken by a request older than SLOW_AFTER is slow or hung: Jobs for it are synced
 # again later instead of waiting for a slot. A worker that is merely busy is waited for.
 SLOW_AFTER: Final = 2.0
+# Capacity read from Nodes that grows (a pod of someone else's ends, a Node comes): the waiting Jobs look again
+# after this long, so that a burst of such changes makes one pass over them.
+FREED_COALESCE: Final = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +58,36 @@ class WorkerSettings:
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     max_jobs: int | None = None
     quota: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Capacity is also read from the worker's Nodes and pods (the smaller wins, resource by resource).
+    from_nodes: bool = False
+
+
+@dataclasses.dataclass
+class NodeView:
+    """The Node and Pod informers of a worker whose capacity comes from its Nodes, and the last computation over
+    them, kept until something it was made from changes."""
+
+    nodes: Informer
+    pods: Informer
+    generation: int = 0
+    computed: tuple[int, NodeCapacity] | None = None
+
+    def changed(self) -> None:
+        self.generation += 1
+
+    @property
+    def informers(self) -> tuple[Informer, Informer]:
+        return self.nodes, self.pods
+
+    def capacity(self, mirrors: Sequence[Informer]) -> NodeCapacity:
+        """What the Nodes have left for this manager's Jobs (the pods of its own mirrors left out)."""
+        if self.computed is None or self.computed[0] != self.generation:
+            ours = frozenset(uid_of(m) for informer in mirrors for m in informer.objects())
+            self.computed = (
+                self.generation,
+                node_capacity(self.nodes.objects(), self.pods.objects(), ours),
+            )
+        return self.computed[1]
 
 
 class WorkerBusy(Exception):
@@ -126,18 +169,31 @@ class Worker:
     last_contact: float | None = None
     draining: bool = False
     follower: asyncio.Task[None] | None = None
+    # Its Nodes and pods, when its capacity is read from them.
+    node_view: NodeView | None = None
 
     @property
     def reason(self) -> str:
         """Connected, or why not: what its watches say first, then its last probe. A kind it does not serve
-        takes only that kind away from it (:attr:`missing_kinds`), not the worker."""
+        takes only that kind away from it (:attr:`missing_kinds`), not the worker. Whose capacity comes from its
+        Nodes is not Connected before its Nodes and pods are known."""
         for kind, informer in self.mirrors.items():
             if kind in self.missing_kinds:
                 continue
             reason = health_reason(informer.last_error, informer.has_synced)
             if reason != CONNECTED:
                 return reason
+        for informer in self.node_view.informers if self.node_view is not None else ():
+            reason = health_reason(informer.last_error, informer.has_synced)
+            if reason != CONNECTED:
+                return reason
         return self.probe_failure or CONNECTED
+
+    @property
+    def watched(self) -> list[Informer]:
+        """Every informer whose health is the worker's."""
+        extra = list(self.node_view.informers) if self.node_view is not None else []
+        return [*self.mirrors.values(), *extra]
 
     @property
     def missing_kinds(self) -> frozenset[str]:
@@ -197,6 +253,8 @@ class WorkerPool:
             informer.add_handlers(self._mirror_handlers(resource.kind))
             mirrors[resource.kind] = informer
         worker = Worker(name, client, settings, mirrors, Slots(self.slot_count))
+        if settings.from_nodes:
+            worker.node_view = self._node_view(name, factory, mirrors)
         worker.inactive_since = old.inactive_since if old is not None else self.clock()
         self.workers[name] = worker
         self.changed.set()
@@ -211,6 +269,69 @@ class WorkerPool:
             on_update=lambda _o, m: changed(kind, m, False),
             on_delete=lambda m: changed(kind, m, True),
         )
+
+    def _node_view(self, name: str, factory: InformerFactory, mirrors: dict[str, Informer]) -> NodeView:
+        """Node and Pod informers for ``name``, keeping records only; capacity that grows wakes the waiting Jobs."""
+        view = NodeView(
+            factory.informer(NODES, transform=node_record), factory.informer(PODS, transform=pod_record)
+        )
+        freed = self._freed_later(name)
+
+        def node_changed(old: Obj | None, new: Obj) -> None:
+            """A Node that can take pods now, or whose allocatable changed, may leave room."""
+            view.changed()
+            grew = (
+                old is None or not old.get("schedulable") or old.get("allocatable") != new.get("allocatable")
+            )
+            if new.get("schedulable") and grew:
+                freed()
+
+        def pod_changed(old: Obj, new: Obj | None) -> None:
+            view.changed()
+            everywhere = frozenset(n.get("metadata", {}).get("name", "") for n in view.nodes.objects())
+            if counted(old, everywhere) and (new is None or not counted(new, everywhere)):
+                freed()
+
+        view.nodes.add_handlers(
+            Handlers(
+                on_add=lambda n: node_changed(None, n),
+                on_update=node_changed,
+                on_delete=lambda _n: view.changed(),
+            )
+        )
+        view.pods.add_handlers(
+            Handlers(
+                on_add=lambda _p: view.changed(),
+                on_update=pod_changed,
+                # A watch's DELETED event brings the whole object, not the record.
+                on_delete=lambda p: pod_changed(p if "owners" in p else pod_record(p), None),
+            )
+        )
+        for informer in mirrors.values():
+            # Which pods are this manager's follows its mirrors.
+            informer.add_handlers(
+                Handlers(
+                    on_add=lambda _m: view.changed(),
+                    on_update=lambda _o, _m: view.changed(),
+                    on_delete=lambda _m: view.changed(),
+                )
+            )
+        return view
+
+    def _freed_later(self, name: str) -> Callable[[], None]:
+        """A call that, once or many times, tells the listener about ``name`` after FREED_COALESCE."""
+        pending: list[asyncio.TimerHandle] = []
+
+        def fire() -> None:
+            pending.clear()
+            if name in self.workers:
+                self.listener.worker_changed(name)
+
+        def freed() -> None:
+            if not pending:
+                pending.append(asyncio.get_running_loop().call_later(FREED_COALESCE, fire))
+
+        return freed
 
     def drain(self, name: str) -> None:
         """No new Jobs for this worker; those it runs finish there. Its Jobs are synced at once: the mirrors of
@@ -245,6 +366,7 @@ class WorkerPool:
         for worker in self.workers.values():
             usage = ledger.usage(worker.name)
             since = worker.inactive_since
+            capacity, free = self.capacity_of(worker, ledger)
             views.append(
                 WorkerView(
                     name=worker.name,
@@ -253,16 +375,22 @@ class WorkerPool:
                     load=usage.jobs,
                     max_jobs=worker.settings.max_jobs,
                     reason=worker.reason,
-                    free={r: q - usage.used.get(r, 0.0) for r, q in worker.settings.quota.items()},
+                    free=free,
                     lost=not worker.active and since is not None and now - since >= self.lost_timeout,
                     accepting=not worker.draining,
                     slow=worker.slots.slow(started),
                     held=worker.name in held,
-                    capacity=dict(worker.settings.quota),
+                    capacity=capacity,
                     missing_kinds=worker.missing_kinds,
                 )
             )
         return views
+
+    @staticmethod
+    def capacity_of(worker: Worker, ledger: Ledger) -> tuple[dict[str, float], dict[str, float]]:
+        """Resource name -> (in all, free) for placement, from the quota and, when read, the worker's Nodes."""
+        nodes = worker.node_view.capacity(list(worker.mirrors.values())) if worker.node_view else None
+        return combined(worker.settings.quota, ledger.usage(worker.name).used, nodes)
 
     # --- health ------------------------------------------------------------------------------------------------
 
@@ -289,7 +417,7 @@ class WorkerPool:
         reported_lost = False
         missing: frozenset[str] = frozenset()
         while True:
-            for informer in worker.mirrors.values():
+            for informer in worker.watched:
                 informer.health_changed.clear()
             was_active = worker.active
             if worker.missing_kinds != missing:
@@ -328,7 +456,7 @@ class WorkerPool:
                     self.listener.worker_changed(worker.name)
                 elif left > 0:
                     wait = min(wait, left)
-            await _any_set([i.health_changed for i in worker.mirrors.values()], wait)
+            await _any_set([i.health_changed for i in worker.watched], wait)
 
     def _health_changed(self, name: str) -> None:
         for call in self.on_health:

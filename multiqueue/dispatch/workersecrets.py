@@ -49,7 +49,7 @@ class SecretWorker:
 def settings_of(labels: dict[str, str], capacity: Capacity) -> WorkerSettings:
     """What placement needs of a worker, from its labels and configured capacity."""
     quota = {name: parse_quantity(value) or 0.0 for name, value in capacity.resources.items()}
-    return WorkerSettings(dict(labels), capacity.max_jobs, quota)
+    return WorkerSettings(dict(labels), capacity.max_jobs, quota, from_nodes=capacity.from_nodes)
 
 
 def worker_from_secret(secret: Obj, *, allow_unsafe: bool) -> SecretWorker:
