@@ -34,8 +34,9 @@ from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
 from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
+from multiqueue.dispatch.nodecapacity import NodeCapacity
 from multiqueue.dispatch.readmodel import WorkerState, worker_state
-from multiqueue.dispatch.workers import CONNECTED, WorkerSettings, health_reason
+from multiqueue.dispatch.workers import CONNECTED, WorkerSettings, health_reason, read_node_capacity
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.config import KubeconfigError, load_credentials
@@ -199,6 +200,18 @@ async def _reason(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob
     return CONNECTED, missing
 
 
+async def _nodes(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob]) -> NodeCapacity | None:
+    """What a worker whose capacity comes from its Nodes has left, read as the manager reads it; None for the
+    others, or when its Nodes cannot be read."""
+    if not worker.settings.from_nodes or worker.refused:
+        return None
+    try:
+        async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
+            return await read_node_capacity(client, [k.resource for k in kinds], config.name)
+    except (KubeError, KubeconfigError, OSError):
+        return None
+
+
 def worker_row(state: WorkerState) -> WorkerRow:
     """How ``multiqueue status`` prints a worker of the read model."""
     active = "True" if state.active else f"False ({state.reason})"
@@ -226,9 +239,12 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
             worker = held_on(adapter, identity, job)
             if worker is not None:
                 ledger.hold((adapter.resource.kind, key_of(job)), worker, demand(adapter.pod_sets(job)))
+    nodes = await asyncio.gather(*(_nodes(config, w, served) for w in known))
     workers = [
-        worker_row(worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing))
-        for w, (reason, missing) in zip(known, reasons, strict=True)
+        worker_row(
+            worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing, nodes=left)
+        )
+        for w, (reason, missing), left in zip(known, reasons, nodes, strict=True)
     ]
     now = datetime.now(UTC)
     rows = [

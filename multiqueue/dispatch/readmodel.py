@@ -18,6 +18,7 @@ from multiqueue.dispatch.capacity import Usage
 from multiqueue.dispatch.dispatcher import Dispatcher
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import Identity
+from multiqueue.dispatch.nodecapacity import NodeCapacity, combined
 from multiqueue.dispatch.workers import CONNECTED, WorkerSettings
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Handlers
@@ -55,8 +56,14 @@ def worker_state(
     draining: bool = False,
     last_contact: float | None = None,
     missing_kinds: Iterable[str] = (),
+    nodes: NodeCapacity | None = None,
 ) -> WorkerState:
+    """``nodes``: what its Nodes have left, when its capacity is read from them; each resource then shows all
+    that takes it (these Jobs and every other pod) against the smaller of the quota and the Nodes' allocatable."""
     capacity = {r: (usage.used.get(r, 0.0), quota) for r, quota in sorted(settings.quota.items())}
+    if nodes is not None:
+        totals, free = combined(settings.quota, usage.used, nodes)
+        capacity = {r: (totals[r] - free[r], totals[r]) for r in sorted(totals)}
     if settings.max_jobs is not None:
         capacity = {"jobs": (float(usage.jobs), float(settings.max_jobs)), **capacity}
     return WorkerState(
@@ -176,6 +183,7 @@ class ReadModel:
                 draining=not view.accepting,
                 last_contact=worker.last_contact,
                 missing_kinds=view.missing_kinds,
+                nodes=worker.node_capacity(),
             )
             for view in pool.views(ledger)
             if (worker := pool.workers.get(view.name)) is not None

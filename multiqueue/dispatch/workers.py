@@ -189,6 +189,12 @@ class Worker:
                 return reason
         return self.probe_failure or CONNECTED
 
+    def node_capacity(self) -> NodeCapacity | None:
+        """What its Nodes have left for this manager's Jobs, when its capacity is read from them."""
+        if self.node_view is None:
+            return None
+        return self.node_view.capacity(list(self.mirrors.values()))
+
     @property
     def watched(self) -> list[Informer]:
         """Every informer whose health is the worker's."""
@@ -389,8 +395,7 @@ class WorkerPool:
     @staticmethod
     def capacity_of(worker: Worker, ledger: Ledger) -> tuple[dict[str, float], dict[str, float]]:
         """Resource name -> (in all, free) for placement, from the quota and, when read, the worker's Nodes."""
-        nodes = worker.node_view.capacity(list(worker.mirrors.values())) if worker.node_view else None
-        return combined(worker.settings.quota, ledger.usage(worker.name).used, nodes)
+        return combined(worker.settings.quota, ledger.usage(worker.name).used, worker.node_capacity())
 
     # --- health ------------------------------------------------------------------------------------------------
 
@@ -470,6 +475,18 @@ class WorkerPool:
             worker.probe_failure = health_reason(exc, True)
         else:
             worker.probe_failure = None
+
+
+async def read_node_capacity(client: KubeClient, kinds: Sequence[Resource], origin: str) -> NodeCapacity:
+    """What a worker's Nodes have left, read once as a worker's informers keep it (for ``multiqueue status``
+    without a running manager): the pods of ``origin``'s mirrors of ``kinds`` are left out."""
+    nodes, _ = await client.list(NODES)
+    pods, _ = await client.list(PODS)
+    ours: set[str] = set()
+    for kind in kinds:
+        mirrors, _ = await client.list(kind, label_selector=f"{ORIGIN_LABEL}={origin}")
+        ours.update(uid_of(m) for m in mirrors)
+    return node_capacity([node_record(n) for n in nodes], [pod_record(p) for p in pods], frozenset(ours))
 
 
 async def _any_set(events: list[asyncio.Event], seconds: float) -> None:

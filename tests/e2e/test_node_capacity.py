@@ -9,6 +9,7 @@ import pytest
 
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.api.types import JOBS, NODES, PODS, Obj
+from multiqueue.dispatch import inspect
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, PIN_LABEL
 from multiqueue.kube.informer import Handlers
 from tests.e2e.conftest import BUSYBOX, Clusters, job_body
@@ -118,6 +119,17 @@ async def test_pod_made_outside_multiqueue_sends_the_job_elsewhere(dispatching_c
     await clusters.client().create(JOBS, managed("half", millicores(cores * 0.5)), "default")
     job = await clusters.wait_for(JOBS, "default", "half", placed)
     assert job["metadata"]["labels"][CLUSTER_LABEL] == "worker-2"
+    # `multiqueue status` shows what takes worker-1's cpu against its Nodes', with the manager and without.
+    hog = float(int(cores * 0.75 * 1000)) / 1000
+    config, contexts = clusters.reader()
+    rows, _ = await inspect.status(config, contexts)
+    shown = {row.name: row.capacity for row in rows}
+    assert shown["worker-1"]["cpu"] == pytest.approx((hog, cores))
+    assert "cpu" not in shown["worker-2"]
+    local = clusters.in_process("reads the running manager's read model")
+    assert local.manager is not None and local.manager.read_model is not None
+    states = {state.name: state.capacity for state in local.manager.read_model.workers()}
+    assert states["worker-1"]["cpu"] == pytest.approx((hog, cores))
 
 
 @pytest.mark.parametrize("dispatching_clusters", [FROM_NODES], indirect=True)

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from multiqueue.api.types import Obj
+from multiqueue.dispatch.capacity import Usage
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.nodecapacity import (
     NodeCapacity,
@@ -18,6 +19,8 @@ from multiqueue.dispatch.nodecapacity import (
     pod_record,
     pod_requests,
 )
+from multiqueue.dispatch.readmodel import worker_state
+from multiqueue.dispatch.workers import WorkerSettings
 from multiqueue.dispatch.workersecrets import settings_of
 
 GIB = 2.0**30
@@ -301,3 +304,30 @@ def test_from_nodes_option(data: dict[str, Any], from_nodes: bool) -> None:
 def test_from_nodes_must_be_a_boolean(value: object) -> None:
     with pytest.raises(ValidationError, match="fromNodes\n  Input should be a valid boolean"):
         Capacity.model_validate({"fromNodes": value})
+
+
+# --- as `multiqueue status` shows it ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "nodes", "shown"),
+    [
+        pytest.param(
+            WorkerSettings(max_jobs=3, quota={"cpu": 4.0}),
+            None,
+            {"jobs": (1.0, 3.0), "cpu": (1.0, 4.0)},
+            id="quota-only-shows-the-jobs-use",
+        ),
+        pytest.param(
+            WorkerSettings(max_jobs=3, quota={"cpu": 4.0}, from_nodes=True),
+            NodeCapacity({"cpu": 2.0, "pods": 10.0}, {"cpu": 0.5, "pods": 9.0}),
+            {"jobs": (1.0, 3.0), "cpu": (2.5, 2.0), "pods": (1.0, 10.0)},
+            id="nodes-show-every-pod-against-the-smaller-total",
+        ),
+    ],
+)
+def test_status_capacity_column(
+    settings: WorkerSettings, nodes: NodeCapacity | None, shown: dict[str, tuple[float, float]]
+) -> None:
+    state = worker_state("w", settings, "Connected", Usage(1, {"cpu": 1.0}), nodes=nodes)
+    assert dict(state.capacity) == shown
