@@ -269,7 +269,9 @@ def test_worker_cluster_role_is_exactly_the_listed_verbs(worker: list[Obj]) -> N
         ("jobset.x-k8s.io", "jobsets", frozenset({"create", "get", "list", "watch", "patch", "delete"})),
         ("jobset.x-k8s.io", "jobsets/status", frozenset({"update"})),
         ("", "namespaces", frozenset({"get", "create"})),
-        ("", "pods", frozenset({"get", "list"})),
+        # multiqueue logs, and the capacity of a worker read from its Nodes (capacity.fromNodes).
+        ("", "pods", frozenset({"get", "list", "watch"})),
+        ("", "nodes", frozenset({"list", "watch"})),
         ("", "pods/log", frozenset({"get"})),
     }
 
