@@ -63,5 +63,6 @@ def _shows_detail(verdict: Verdict) -> bool:
 def _plural(text: str) -> str:
     for singular, plural in _PLURAL.items():
         if text.startswith(singular):
-            return plural + text[len(singular) :]
-    return text
+            text = plural + text[len(singular) :]
+            break
+    return text.replace(" than it has ", " than they have ").replace(" its ", " their ")

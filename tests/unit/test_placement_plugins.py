@@ -175,6 +175,11 @@ def _v(text: str = "", detail: str = "", code: str = "X") -> tuple[Verdict, ...]
             id="first-failure-counts",
         ),
         pytest.param(
+            {"a": _v("asks more cpu than it has in all", "cpu 4"), "b": _v("asks more cpu than it has in all", "cpu 2")},
+            "0/2 workers can take this Job: 2 ask more cpu than they have in all (a: cpu 4, b: cpu 2)",
+            id="plural-never-fits",
+        ),
+        pytest.param(
             {"a": _v("has no capacity now", "jobs 2/2"), "b": _v("has no capacity now", "cpu 4/4")},
             "0/2 workers can take this Job: 2 have no capacity now (a: jobs 2/2, b: cpu 4/4)",
             id="details-per-worker",
