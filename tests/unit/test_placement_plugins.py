@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from multiqueue.api.labelsyntax import parse_label_selector
+from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.affinity import (
     NO_AFFINITY,
     WORKER_AFFINITY_ANNOTATION,
@@ -15,6 +16,8 @@ from multiqueue.dispatch.affinity import (
     AffinityError,
     parse_affinity,
 )
+from multiqueue.dispatch.lifecycle import Observed, decide
+from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WaitReason, WorkerView, evaluate, place
 from multiqueue.dispatch.placement_filters import (
     Asked,
@@ -242,3 +245,18 @@ def test_a_job_that_waits_carries_the_summary_of_every_worker() -> None:
         "0/3 workers can take this Job: 1 asks more cpu than it has in all (tiny: cpu 0.5), "
         "1 is not active (idle: Unauthorized), 1 has no capacity now (busy: cpu 3.5/4)"
     )
+
+
+def test_a_malformed_affinity_is_a_warning_event_and_the_job_waits() -> None:
+    body = _with('{"preferred": [{"weight": 0, "matchLabels": {"region": "us"}}]}')
+    body["spec"]["managedBy"] = "multiqueue.dev/dispatcher"
+    identity = Identity("multiqueue", "multiqueue.dev/dispatcher")
+    actions = decide(BatchJobAdapter(), identity, "LeastLoaded", Observed(body, {}, [EU, US], {}, 0.0))
+    assert actions.place_on is None and actions.create_mirror is None
+    assert [(e.type, e.reason, e.message) for e in actions.events] == [
+        (
+            "Warning",
+            "InvalidAffinity",
+            f"invalid {WORKER_AFFINITY_ANNOTATION}: preferred[0].weight must be a whole number from 1 to 100",
+        )
+    ]
