@@ -534,7 +534,7 @@ def _job_table(rows: list[inspect.JobRow], wide: bool) -> tuple[list[str], list[
     return header, [
         [
             j.kind, j.key, j.worker, j.state, j.completions, j.reason, human_duration(j.age_seconds),
-            *([j.message] if wide else []),
+            *([_wide_message(j)] if wide else []),
         ]
         for j in rows
     ]  # fmt: skip
@@ -581,6 +581,74 @@ def _logs(args: argparse.Namespace) -> int:
         for line in text.splitlines():
             print(f"[{prefix}] {line}" if len(found) > 1 or options.all_containers else line)
     return 0
+
+
+def _wide_message(row: inspect.JobRow) -> str:
+    """The manager's latest word on a Job, then, for one that waits, the line accounting for every worker."""
+    if not row.placement or row.placement == row.message:
+        return row.message
+    return f"{row.message}; {row.placement}" if row.message else row.placement
+
+
+def _explain(args: argparse.Namespace) -> int:
+    if args.output not in (None, "json", "yaml"):
+        raise UsageError(f"explain: -o takes json or yaml, not {args.output!r}")
+    config, contexts = _reach(args)
+    type_name, _, name = args.job.rpartition("/")
+    try:
+        kind = inspect.kind_named(config, type_name) if type_name else None
+    except inspect.UnknownKind as exc:
+        raise UsageError(f"cannot explain: {exc}") from exc
+    try:
+        shown = asyncio.run(inspect.explain(config, name, args.namespace, contexts, kind))
+    except inspect.ExplainError as exc:
+        raise RuntimeFailure(str(exc)) from exc
+    except KubeconfigError as exc:
+        raise UsageError(f"cannot reach the management cluster: {exc}") from exc
+    except (KubeError, OSError) as exc:
+        raise RuntimeFailure(f"cannot reach the management cluster: {exc}") from exc
+    if args.output in ("json", "yaml"):
+        _print_document(_camel_deep(shown.as_dict()), args.output)
+        return 0
+    asked = ", ".join(f"{r} {amount:g}" for r, amount in sorted(shown.demand.items())) or "nothing counted"
+    facts = [
+        ("Job", f"{shown.key} ({shown.kind})"),
+        ("State", shown.state),
+        ("Asks", asked),
+        *([("Pinned to", shown.pinned)] if shown.pinned else []),
+        *([("Selector", shown.selector)] if shown.selector else []),
+        *([("Affinity", shown.affinity)] if shown.affinity else []),
+        ("Policy", shown.policy),
+        ("Decision", shown.decision),
+    ]
+    for label, value in facts:
+        print(f"{label + ':':<11}{value}")
+    print()
+    _print_table(
+        ["WORKER", "ACTIVE", "FILTERS", "VERDICT", "AFFINITY", "POLICY", "CHOSEN"],
+        [
+            [
+                w.name,
+                w.active,
+                f"{sum(v.passes for v in w.verdicts)}/{len(w.verdicts)}",
+                "; ".join(v.message for v in w.verdicts if not v.passes) or "passes",
+                "-" if w.affinity_score is None else str(w.affinity_score),
+                "-" if w.policy_score is None else f"{w.policy_score:g}",
+                "yes" if w.chosen else "",
+            ]
+            for w in shown.workers
+        ],
+    )
+    return 0
+
+
+def _camel_deep(value: Any) -> Any:
+    """Field names as JSON names them, at every depth."""
+    if isinstance(value, dict):
+        return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): _camel_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_camel_deep(v) for v in value]
+    return value
 
 
 async def _follow_logs(
@@ -678,6 +746,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_reach_arguments(logs)
     logs.set_defaults(handler=_logs)
+
+    explain = commands.add_parser(
+        "explain",
+        help="show why a Job runs where it runs, or why it waits: each worker's verdict from each placement filter",
+        description="Explain a Job's placement: what it asks, each configured worker's verdict from each placement "
+        "filter, the scores of the workers that pass them all, and the decision (placed on a worker, waiting and "
+        "why, or where it would go now). Reads the clusters as status does.",
+    )
+    explain.add_argument(
+        "job",
+        metavar="[TYPE/]NAME",
+        help="the Job's name on the management cluster; TYPE/NAME for another kind (jobset/NAME)",
+    )
+    explain.add_argument(
+        "-n", "--namespace", default="default", help="the Job's namespace (default: default)"
+    )
+    # Not argparse choices: completion keys a flag's values by the flag alone, and status's -o offers more.
+    explain.add_argument(
+        "-o", "--output", metavar="json|yaml", help="json or yaml: every field, each filter's verdict"
+    )
+    _add_reach_arguments(explain)
+    explain.set_defaults(handler=_explain)
 
     complete = commands.add_parser(
         "completion",

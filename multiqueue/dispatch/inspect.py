@@ -32,6 +32,8 @@ from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.capacity import Ledger, held_on
 from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
+from multiqueue.dispatch.explain import Explanation
+from multiqueue.dispatch.explain import explain as explain_job
 from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
 from multiqueue.dispatch.nodecapacity import NodeCapacity
@@ -65,6 +67,9 @@ class JobRow:
     age_seconds: float
     reason: str = "-"  # how it ended, or the manager's latest Event about it (why it waits, a conflict)
     message: str = ""
+    # A waiting Job's line accounting for every worker ("0/2 workers can take this Job: ..."), as placement sees
+    # the workers now; empty for the others.
+    placement: str = ""
 
 
 @dataclasses.dataclass
@@ -227,9 +232,30 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
     ``contexts``: the user's kubeconfig, whose contexts of workers' names reach those workers."""
     identity = identity_of(config)
     async with _connect(config.management, "management") as client:
-        known = await _workers(config, client, contexts)
-        listed = [(a, items) for a in _adapters(config) if (items := await _listed(client, a)) is not None]
+        states, listed = await _worker_states(config, client, contexts)
         latest = await _latest_events(client)
+    workers = [worker_row(state) for state in states]
+    now = datetime.now(UTC)
+    rows = []
+    for adapter, items in listed:
+        for job in items:
+            if adapter.managed_by(job) != config.managed_by:
+                continue
+            row = job_row(adapter, job, identity, latest, now)
+            if row.state == "Waiting":
+                row.placement = explain_job(adapter, job, identity, config.placement, states).summary
+            rows.append(row)
+    return workers, sorted(rows, key=lambda r: (r.kind, r.key))
+
+
+async def _worker_states(
+    config: ManagerConfig, client: KubeClient, contexts: Path | None
+) -> tuple[list[WorkerState], list[tuple[GenericJob, list[Obj]]]]:
+    """Each worker as the manager would see it (health, kinds served, what its Jobs use), and the Jobs of each
+    kind the management cluster serves."""
+    identity = identity_of(config)
+    known = await _workers(config, client, contexts)
+    listed = [(a, items) for a in _adapters(config) if (items := await _listed(client, a)) is not None]
     served = [adapter for adapter, _ in listed]
     reasons = await asyncio.gather(*(_reason(config, w, served) for w in known))
     # What each worker's Jobs use, counted as the running manager's ledger counts it.
@@ -240,20 +266,39 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
             if worker is not None:
                 ledger.hold((adapter.resource.kind, key_of(job)), worker, demand(adapter.pod_sets(job)))
     nodes = await asyncio.gather(*(_nodes(config, w, served) for w in known))
-    workers = [
-        worker_row(
-            worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing, nodes=left)
-        )
+    states = [
+        worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing, nodes=left)
         for w, (reason, missing), left in zip(known, reasons, nodes, strict=True)
     ]
-    now = datetime.now(UTC)
-    rows = [
-        job_row(adapter, job, identity, latest, now)
-        for adapter, items in listed
-        for job in items
-        if adapter.managed_by(job) == config.managed_by
-    ]
-    return workers, sorted(rows, key=lambda r: (r.kind, r.key))
+    return states, listed
+
+
+class ExplainError(Exception):
+    """Why a Job cannot be explained (one line for the person who asked)."""
+
+
+async def explain(
+    config: ManagerConfig,
+    name: str,
+    namespace: str,
+    contexts: Path | None = None,
+    kind: GenericJob | None = None,
+) -> Explanation:
+    """The Job ``namespace/name`` (of ``kind``, batch/v1 Job by default) explained against the workers as the
+    manager would see them, read from the clusters as ``status`` reads them."""
+    adapter = kind or BatchJobAdapter()
+    where = f'{adapter.resource.kind.lower()} "{namespace}/{name}"'
+    async with _connect(config.management, "management") as client:
+        try:
+            job = await client.get(adapter.resource, name, namespace)
+        except NotFound as exc:
+            raise ExplainError(f"{where} not found on the management cluster") from exc
+        if adapter.managed_by(job) != config.managed_by:
+            raise ExplainError(
+                f"{where} is not dispatched by multiqueue: its spec.managedBy is not {config.managed_by}"
+            )
+        states, _ = await _worker_states(config, client, contexts)
+    return explain_job(adapter, job, identity_of(config), config.placement, states)
 
 
 async def _listed(client: KubeClient, adapter: GenericJob) -> list[Obj] | None:

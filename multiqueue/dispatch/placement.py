@@ -1,4 +1,6 @@
-"""Choosing a worker for a Job: pins and selectors first, then the placement policy among active workers."""
+"""Choosing a worker for a Job: every filter over every worker (``placement_filters``), the scores over those that
+pass (``placement_scores``), then the choice; a Job that goes nowhere waits with the reason of the first step that
+leaves it no worker, and the one-line summary of every worker's verdict (``placement_summary``)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,31 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from multiqueue.api.errors import SelectorError
+from multiqueue.api.labelselectors import LabelSelector
 from multiqueue.api.labelsyntax import parse_label_selector
 from multiqueue.api.meta import annotations_of
 from multiqueue.api.types import Obj
+from multiqueue.dispatch.affinity import (
+    NO_AFFINITY,
+    WORKER_AFFINITY_ANNOTATION,
+    Affinity,
+    AffinityError,
+    parse_affinity,
+)
 from multiqueue.dispatch.mirror import CLUSTER_SELECTOR_ANNOTATION
+from multiqueue.dispatch.placement_filters import Asked, Verdict, verdicts
+from multiqueue.dispatch.placement_scores import (
+    LEAST_LOADED,
+    ORDERED,
+    POLICIES,
+    ROUND_ROBIN,
+    affinity_scores,
+    best,
+    policy_scores,
+)
+from multiqueue.dispatch.placement_summary import summary
 
-LEAST_LOADED: Final = "LeastLoaded"
-ROUND_ROBIN: Final = "RoundRobin"
-ORDERED: Final = "Ordered"  # the config's worker order, first that fits: primary/backup setups
-POLICIES: Final = (LEAST_LOADED, ROUND_ROBIN, ORDERED)
+__all__ = ["LEAST_LOADED", "ORDERED", "POLICIES", "ROUND_ROBIN", "WORKER_AFFINITY_ANNOTATION"]
 
 
 class WaitReason(enum.StrEnum):
@@ -35,6 +53,7 @@ class WaitReason(enum.StrEnum):
     MIRROR_REJECTED = "MirrorRejected"
     MIRROR_CONFLICT = "MirrorConflict"  # a Job of that name, not made for this one, is in the way there
     KIND_NOT_SERVED = "KindNotServed"  # no worker left serves the Job's kind (its CRD is not installed there)
+    INVALID_AFFINITY = "InvalidAffinity"  # its multiqueue.dev/worker-affinity cannot be read
 
 
 # Reasons that do not pass by themselves (a worker freeing capacity or coming back): someone must change the Job,
@@ -44,6 +63,7 @@ NEEDS_A_CHANGE: Final = frozenset(
         WaitReason.NO_WORKER,
         WaitReason.NO_MATCHING_WORKER,
         WaitReason.INVALID_SELECTOR,
+        WaitReason.INVALID_AFFINITY,
         WaitReason.NEVER_FITS,
         WaitReason.MIRROR_REJECTED,
         WaitReason.MIRROR_CONFLICT,
@@ -109,6 +129,8 @@ class Placement:
     message: str = ""
     # When it waits for capacity: the workers it would fit on once capacity frees.
     candidates: frozenset[str] = frozenset()
+    # When it waits: the line accounting for every worker ("0/3 workers can take this Job: ...").
+    summary: str = dataclasses.field(default="", compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +142,18 @@ class Kept:
 
 
 Step = Callable[[list[WorkerView]], Kept]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Placement shown whole: each worker's verdict from each filter, the scores of those every filter passed,
+    and the outcome. ``multiqueue explain`` prints it; the dispatcher keeps only ``placement``."""
+
+    asked: Asked
+    placement: Placement
+    verdicts: dict[str, tuple[Verdict, ...]]  # every worker given, in their order
+    affinity: dict[str, int]  # preferred-term weight of each worker every filter passed
+    policy: dict[str, float]  # the policy's score of each of those (among those tied on affinity)
 
 
 def place(
@@ -135,27 +169,87 @@ def place(
     """The worker for ``job``, asking ``demand`` (resource -> amount, all pods together) of its capacity.
 
     ``turn`` is the round-robin counter; ``exclude`` lists workers already ruled out; ``pinned`` is the only worker
-    the user allows (``mirror.requested_worker``); ``kind`` is the Job's kind, which a worker must serve. The steps
-    run in order; the first that leaves the Job nowhere to go says why it waits.
+    the user allows (``mirror.requested_worker``); ``kind`` is the Job's kind, which a worker must serve.
     """
-    asked = demand or {}
+    return evaluate(job, workers, policy, turn, exclude, demand, pinned, kind).placement
+
+
+def evaluate(
+    job: Obj,
+    workers: Sequence[WorkerView],
+    policy: str,
+    turn: int = 0,
+    exclude: frozenset[str] = frozenset(),
+    demand: dict[str, float] | None = None,
+    pinned: str | None = None,
+    kind: str | None = None,
+) -> Evaluation:
+    """:func:`place` with its workings: every filter runs over every worker, the scores over the workers every
+    filter passed, and the best of them takes the Job. When none is left (or the Job's selector or affinity
+    cannot be read) the steps below, in order, say why it waits: the first that leaves it nowhere to go."""
+    asked_demand = demand or {}
+    notes = annotations_of(job)
+    selector_text = notes.get(CLUSTER_SELECTOR_ANNOTATION)
+    selector, affinity, unreadable = _job_terms(selector_text, notes.get(WORKER_AFFINITY_ANNOTATION))
+    asked = Asked(asked_demand, pinned, kind, selector, affinity, exclude)
+    seen = {w.name: verdicts(asked, w) for w in workers}
+    passing = [w for w in workers if all(v.passes for v in seen[w.name])]
+    if passing and not unreadable:
+        chosen = prefer_responsive(passing).workers
+        weights = affinity_scores(affinity, passing)
+        top = max(weights.values())
+        scores = policy_scores(policy, [w for w in chosen if weights[w.name] == top], turn)
+        placed = Placement(best(policy, chosen, turn, affinity))
+        return Evaluation(asked, placed, seen, weights, scores)
     steps: list[Step] = [
         functools.partial(keep_pinned, pinned=pinned),
         keep_accepting,
         functools.partial(keep_serving, kind=kind),
-        functools.partial(keep_selected, selector_text=annotations_of(job).get(CLUSTER_SELECTOR_ANNOTATION)),
-        functools.partial(keep_if_any_could_fit, demand=asked),
+        functools.partial(keep_selected, selector_text=selector_text),
+        functools.partial(keep_affine, affinity=affinity, error=unreadable),
+        functools.partial(keep_if_any_could_fit, demand=asked_demand),
         keep_active,
-        functools.partial(keep_fitting, demand=asked),
-        prefer_responsive,
+        functools.partial(keep_fitting, demand=asked_demand),
     ]
     candidates = [w for w in workers if w.name not in exclude]
+    waiting = Placement(None, WaitReason.NO_WORKER, "no worker")
     for step in steps:
         kept = step(candidates)
         if kept.waiting is not None:
-            return kept.waiting
+            waiting = kept.waiting
+            break
         candidates = kept.workers
-    return Placement(choose(policy, candidates, turn))
+    line = unreadable or summary(seen)
+    return Evaluation(asked, dataclasses.replace(waiting, summary=line), seen, {}, {})
+
+
+def _job_terms(
+    selector_text: str | None, affinity_text: str | None
+) -> tuple[LabelSelector | None, Affinity, str]:
+    """The Job's cluster selector and worker affinity, and why one of them cannot be read (empty when both can)."""
+    selector: LabelSelector | None = None
+    if selector_text:
+        try:
+            selector = parse_label_selector(selector_text)
+        except SelectorError as exc:
+            return None, NO_AFFINITY, f"invalid {CLUSTER_SELECTOR_ANNOTATION}: {exc}"
+    try:
+        return selector, parse_affinity(affinity_text), ""
+    except AffinityError as exc:
+        return selector, NO_AFFINITY, str(exc)
+
+
+def keep_affine(workers: list[WorkerView], affinity: Affinity, error: str = "") -> Kept:
+    """The workers the Job's required worker affinity allows; an affinity that cannot be read (``error``) stops the
+    Job. Runs after the selector step, which stops a Job whose selector cannot be read."""
+    if error:
+        return _waits(WaitReason.INVALID_AFFINITY, error)
+    if not affinity.required:
+        return Kept(workers)
+    kept = [w for w in workers if affinity.allows(w.labels)]
+    if not kept:
+        return _waits(WaitReason.NO_MATCHING_WORKER, "no worker matches the required worker affinity")
+    return Kept(kept)
 
 
 def keep_serving(workers: list[WorkerView], kind: str | None) -> Kept:
@@ -244,11 +338,7 @@ def prefer_responsive(workers: list[WorkerView]) -> Kept:
 
 def choose(policy: str, workers: list[WorkerView], turn: int) -> str:
     """The policy's pick among ``workers`` (not empty), all of which would take the Job."""
-    if policy == ROUND_ROBIN:
-        return workers[turn % len(workers)].name
-    if policy == ORDERED:
-        return workers[0].name
-    return min(workers, key=lambda w: (w.load, w.name)).name
+    return best(policy, workers, turn, NO_AFFINITY)
 
 
 def _waits(reason: WaitReason, message: str) -> Kept:

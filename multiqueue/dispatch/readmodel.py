@@ -149,6 +149,16 @@ class ReadModel:
         return self._dispatcher.settings.identity
 
     @property
+    def policy(self) -> str:
+        """The placement policy the dispatcher chooses among workers with."""
+        return self._dispatcher.settings.policy
+
+    @property
+    def turn(self) -> int:
+        """The round-robin counter the dispatcher's next placement uses."""
+        return sum(self._dispatcher.metrics.dispatched.values())
+
+    @property
     def synced(self) -> bool:
         """What /readyz asks, often: the snapshot's ``synced`` without the rest of it."""
         return self._dispatcher.synced

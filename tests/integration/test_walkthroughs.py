@@ -164,3 +164,23 @@ async def test_the_user_guide_runs_as_written(walk: Walk) -> None:
     warnings = _printed(printed, "kubectl get events")
     assert re.search(r"Warning\s+BackoffLimitExceeded\s+job/fails\s", warnings), warnings
     assert _printed(printed, "multiqueue logs fails").strip() == "cannot find the input"
+
+
+async def test_why_is_my_job_waiting_runs_as_written(walk: Walk) -> None:
+    page = "docs/waiting.md"
+    env = {"KUBECONFIG": str(walk.state / "kubeconfig")}
+    for name, text in named_files(page).items():
+        (walk.state / name).write_text(text)
+    (huge,) = shell_blocks(page, "## A Job that fits nowhere")
+    printed = await walk.run(huge, walk.state, env)
+    line = "0/2 workers can take this Job: 2 ask more cpu than they have in all (worker-1: cpu 4, worker-2: cpu 4)"
+    assert f"Decision:  waiting: {line}" in _printed(printed, "multiqueue explain huge").splitlines()
+    as_json = yaml.safe_load(_printed(printed, "kubectl multiqueue explain huge"))
+    assert (as_json["state"], as_json["reason"], as_json["summary"]) == ("Waiting", "NeverFits", line)
+    (choosy,) = shell_blocks(page, "## Asking for workers by label")
+    printed = await walk.run(choosy, walk.state, env)
+    shown = _printed(printed, "multiqueue explain choosy")
+    assert "Decision:  finished on worker worker-2 (CompletionsReached)" in shown.splitlines(), shown
+    assert re.search(
+        r"^worker-1\s+True\s+8/9\s+does not match the required worker affinity", shown, re.MULTILINE
+    ), shown
