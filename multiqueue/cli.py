@@ -26,7 +26,7 @@ from multiqueue.api import manifests
 from multiqueue.api.durations import human_duration
 from multiqueue.apiserver import decoding
 from multiqueue.dashboard import server as dashboard
-from multiqueue.dispatch import inspect
+from multiqueue.dispatch import inspect, joblogs
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
@@ -560,7 +560,7 @@ def _logs(args: argparse.Namespace) -> int:
         kind = inspect.kind_named(config, type_name) if type_name else None
     except inspect.UnknownKind as exc:
         raise UsageError(f"cannot read logs: {exc}") from exc
-    options = inspect.LogOptions(
+    options = joblogs.LogOptions(
         index=args.index,
         container=args.container,
         all_containers=args.all_containers,
@@ -570,8 +570,8 @@ def _logs(args: argparse.Namespace) -> int:
     try:
         if args.follow:
             return asyncio.run(_follow_logs(config, name, args.namespace, options, contexts, kind))
-        found = asyncio.run(inspect.logs(config, name, args.namespace, options, contexts, kind))
-    except inspect.LogsError as exc:
+        found = asyncio.run(joblogs.logs(config, name, args.namespace, options, contexts, kind))
+    except joblogs.LogsError as exc:
         raise RuntimeFailure(str(exc)) from exc
     except KubeconfigError as exc:
         raise UsageError(f"cannot read logs: {exc}") from exc
@@ -655,11 +655,11 @@ async def _follow_logs(
     config: ManagerConfig,
     job: str,
     namespace: str,
-    options: inspect.LogOptions,
+    options: joblogs.LogOptions,
     contexts: Path | None,
     kind: GenericJob | None,
 ) -> int:
-    async for prefix, line in inspect.follow_logs(config, job, namespace, options, contexts, kind):
+    async for prefix, line in joblogs.follow_logs(config, job, namespace, options, contexts, kind):
         print(f"[{prefix}] {line}", flush=True)
     return 0
 

@@ -22,7 +22,8 @@ from multiqueue.api.meta import as_dict
 from multiqueue.api.types import EVENTS
 from multiqueue.dashboard.live import DEFAULT_TIMINGS, LiveView, Timings
 from multiqueue.dispatch.config import ManagerConfig
-from multiqueue.dispatch.inspect import LogOptions, LogsError, UnknownKind, follow_logs, kind_named
+from multiqueue.dispatch.inspect import UnknownKind, kind_named
+from multiqueue.dispatch.joblogs import LogOptions, LogsError, follow_logs
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import KubeError

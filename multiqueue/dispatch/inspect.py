@@ -1,11 +1,12 @@
-"""What ``multiqueue status`` and ``multiqueue logs`` read from the clusters of a manager config."""
+"""What ``multiqueue status`` and ``multiqueue explain`` read from the clusters of a manager config (and how
+``multiqueue logs`` finds a Job's worker: multiqueue/dispatch/joblogs.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,18 +16,16 @@ import yaml
 
 from multiqueue.api import jobs
 from multiqueue.api.meta import (
-    annotations_of,
     as_dict,
     as_list,
     key_of,
     labels_of,
     metadata,
-    name_of,
     namespace_of,
     parse_time,
     uid_of,
 )
-from multiqueue.api.types import EVENTS, JOBS, PODS, SECRETS, Obj, Resource
+from multiqueue.api.types import EVENTS, JOBS, SECRETS, Obj, Resource
 from multiqueue.dispatch.adapters import ADAPTERS, adapters_of
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.capacity import Ledger, held_on
@@ -35,12 +34,12 @@ from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
 from multiqueue.dispatch.explain import Explanation
 from multiqueue.dispatch.explain import explain as explain_job
 from multiqueue.dispatch.generic import GenericJob, demand
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, Identity
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, Identity
 from multiqueue.dispatch.nodecapacity import NodeCapacity
 from multiqueue.dispatch.readmodel import WorkerState, worker_state
 from multiqueue.dispatch.workers import CONNECTED, WorkerSettings, health_reason, read_node_capacity
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
-from multiqueue.kube.client import KubeClient, LogQuery
+from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError, load_credentials
 from multiqueue.kube.errors import Gone, KubeError, NotFound
 from multiqueue.loop.tasks import cancel_and_wait
@@ -73,7 +72,7 @@ class JobRow:
 
 
 @dataclasses.dataclass
-class _Worker:
+class KnownWorker:
     """A worker as the manager would know it: from the config file, or from a Secret (maybe refused)."""
 
     name: str
@@ -84,7 +83,7 @@ class _Worker:
 
 
 @asynccontextmanager
-async def _connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
+async def connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
     client = await KubeClient.connect(ref.kubeconfig, ref.context, name, allow_insecure=ref.allow_insecure)
     try:
         yield client
@@ -93,9 +92,9 @@ async def _connect(ref: ClusterRef, name: str) -> AsyncIterator[KubeClient]:
 
 
 @asynccontextmanager
-async def _connect_worker(worker: _Worker, allow_exec: bool) -> AsyncIterator[KubeClient]:
+async def connect_worker(worker: KnownWorker, allow_exec: bool) -> AsyncIterator[KubeClient]:
     if worker.ref is not None:
-        async with _connect(worker.ref, worker.name) as client:
+        async with connect(worker.ref, worker.name) as client:
             yield client
         return
     if worker.kubeconfig is None:
@@ -109,16 +108,16 @@ async def _connect_worker(worker: _Worker, allow_exec: bool) -> AsyncIterator[Ku
         await client.close()
 
 
-async def _workers(
+async def known_workers(
     config: ManagerConfig, management: KubeClient, contexts: Path | None = None
-) -> list[_Worker]:
+) -> list[KnownWorker]:
     """The config's workers, then those of Secrets (unless the Secrets cannot be read). ``contexts``: the user's
     kubeconfig, whose context of a Secret's worker's name is used in place of the Secret's kubeconfig: the user's
     own credentials, at an address this machine reaches (a Secret gives the manager's, which may be in-cluster)."""
-    found = [_Worker(w.name, settings_of(w.labels, w.capacity), ref=w) for w in config.workers]
+    found = [KnownWorker(w.name, settings_of(w.labels, w.capacity), ref=w) for w in config.workers]
     if not config.worker_secrets.enabled:
         return found
-    own = await asyncio.to_thread(_context_names, contexts) if contexts is not None else set()
+    own = await asyncio.to_thread(context_names, contexts) if contexts is not None else set()
     try:
         secrets, _ = await management.list(SECRETS, config.namespace, label_selector=CLUSTER_LABEL)
     except (KubeError, OSError):
@@ -129,13 +128,13 @@ async def _workers(
             worker = worker_from_secret(secret, allow_unsafe=allow)
         except WorkerSecretError as refusal:
             name = labels_of(secret).get(CLUSTER_LABEL) or str(metadata(secret).get("name"))
-            found.append(_Worker(name, WorkerSettings(), refused=refusal.reason))
+            found.append(KnownWorker(name, WorkerSettings(), refused=refusal.reason))
             continue
         if worker.name in own:
             ref = ClusterRef.model_validate({"kubeconfig": contexts, "context": worker.name})
-            found.append(_Worker(worker.name, worker.settings, ref=ref))
+            found.append(KnownWorker(worker.name, worker.settings, ref=ref))
             continue
-        found.append(_Worker(worker.name, worker.settings, kubeconfig=worker.kubeconfig))
+        found.append(KnownWorker(worker.name, worker.settings, kubeconfig=worker.kubeconfig))
     return found
 
 
@@ -184,7 +183,9 @@ def _completions(adapter: GenericJob, job: Obj) -> str:
     return f"{done}/{jobs.completions(job) or 1}"
 
 
-async def _reason(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob]) -> tuple[str, list[str]]:
+async def _reason(
+    config: ManagerConfig, worker: KnownWorker, kinds: list[GenericJob]
+) -> tuple[str, list[str]]:
     """Connected, or why not, as the manager names it, and the kinds the worker does not serve: the worker is
     asked for this manager's mirrors of each kind (the permission the manager needs most); a 404 means that kind's
     CRD is not there, any other failure is named by the manager's own health rule."""
@@ -192,7 +193,7 @@ async def _reason(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob
         return worker.refused, []
     missing = []
     try:
-        async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
+        async with connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             for adapter in kinds:
                 try:
                     await client.list_page(
@@ -205,13 +206,13 @@ async def _reason(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob
     return CONNECTED, missing
 
 
-async def _nodes(config: ManagerConfig, worker: _Worker, kinds: list[GenericJob]) -> NodeCapacity | None:
+async def _nodes(config: ManagerConfig, worker: KnownWorker, kinds: list[GenericJob]) -> NodeCapacity | None:
     """What a worker whose capacity comes from its Nodes has left, read as the manager reads it; None for the
     others, or when its Nodes cannot be read."""
     if not worker.settings.from_nodes or worker.refused:
         return None
     try:
-        async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
+        async with connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
             return await read_node_capacity(client, [k.resource for k in kinds], config.name)
     except (KubeError, KubeconfigError, OSError):
         return None
@@ -231,7 +232,7 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
     """Workers with their health and load, and every Job (of every configured kind) this manager handles.
     ``contexts``: the user's kubeconfig, whose contexts of workers' names reach those workers."""
     identity = identity_of(config)
-    async with _connect(config.management, "management") as client:
+    async with connect(config.management, "management") as client:
         states, listed = await _worker_states(config, client, contexts)
         latest = await _latest_events(client)
     workers = [worker_row(state) for state in states]
@@ -254,7 +255,7 @@ async def _worker_states(
     """Each worker as the manager would see it (health, kinds served, what its Jobs use), and the Jobs of each
     kind the management cluster serves."""
     identity = identity_of(config)
-    known = await _workers(config, client, contexts)
+    known = await known_workers(config, client, contexts)
     listed = [(a, items) for a in _adapters(config) if (items := await _listed(client, a)) is not None]
     served = [adapter for adapter, _ in listed]
     reasons = await asyncio.gather(*(_reason(config, w, served) for w in known))
@@ -288,7 +289,7 @@ async def explain(
     manager would see them, read from the clusters as ``status`` reads them."""
     adapter = kind or BatchJobAdapter()
     where = f'{adapter.resource.kind.lower()} "{namespace}/{name}"'
-    async with _connect(config.management, "management") as client:
+    async with connect(config.management, "management") as client:
         try:
             job = await client.get(adapter.resource, name, namespace)
         except NotFound as exc:
@@ -333,7 +334,7 @@ async def watch_jobs(config: ManagerConfig) -> AsyncIterator[JobRow]:
     -w`` prints them; rows that read as before are not repeated. Runs until cancelled."""
     identity = identity_of(config)
     changes: asyncio.Queue[Change] = asyncio.Queue()
-    async with _connect(config.management, "management") as client:
+    async with connect(config.management, "management") as client:
         watchers = [
             asyncio.create_task(follow_objects(client, a.resource, changes, a)) for a in _adapters(config)
         ]
@@ -417,32 +418,8 @@ def _adapters(config: ManagerConfig) -> list[GenericJob]:
     return adapters_of(config.kinds)
 
 
-class LogsError(Exception):
-    """Why no logs can be shown (one line for the person who asked)."""
-
-
-class UnknownKind(LogsError):
+class UnknownKind(Exception):
     """The kind asked for is none the manager dispatches (a usage error)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LogOptions:
-    """Which logs, as ``kubectl logs`` takes them."""
-
-    index: int | None = None  # only the pod of this completion index
-    container: str | None = None  # None: the pod's only container (or each one with all_containers)
-    all_containers: bool = False
-    tail: int | None = None
-    timestamps: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class LogSource:
-    """One container's log to read: the prefix it is printed with when there are several."""
-
-    pod: str
-    container: str | None
-    prefix: str
 
 
 def kind_named(config: ManagerConfig, type_name: str) -> GenericJob:
@@ -458,167 +435,9 @@ def kind_named(config: ManagerConfig, type_name: str) -> GenericJob:
     raise UnknownKind(f'no kind named "{type_name}": use one of {", ".join(known)}')
 
 
-async def logs(
-    config: ManagerConfig,
-    name: str,
-    namespace: str,
-    options: LogOptions,
-    contexts: Path | None = None,
-    kind: GenericJob | None = None,
-) -> list[tuple[str, str]]:
-    """(prefix, log text) of each container asked for, of the Job's pods on the worker that ran it, lowest index
-    first. ``contexts``: a kubeconfig whose context of a worker's name reaches a worker ``config`` does not know;
-    ``kind``: the adapter of a kind other than batch/v1 Job, whose Jobs' pods are read."""
-    async with _job_logs(config, name, namespace, options, contexts, kind) as (client, sources):
-        texts = await asyncio.gather(
-            *(
-                client.read_log(s.pod, namespace, LogQuery(s.container, options.tail, options.timestamps))
-                for s in sources
-            )
-        )
-    return [(s.prefix, text) for s, text in zip(sources, texts, strict=True)]
-
-
-async def follow_logs(
-    config: ManagerConfig,
-    name: str,
-    namespace: str,
-    options: LogOptions,
-    contexts: Path | None = None,
-    kind: GenericJob | None = None,
-) -> AsyncGenerator[tuple[str, str], None]:
-    """(prefix, line) as each container asked for writes them, until every one has ended."""
-    async with _job_logs(config, name, namespace, options, contexts, kind) as (client, sources):
-        lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
-
-        async def follow(source: LogSource) -> None:
-            try:
-                query = LogQuery(source.container, options.tail, options.timestamps)
-                async for line in client.follow_log(source.pod, namespace, query):
-                    await lines.put((source.prefix, line))
-            finally:
-                await lines.put(None)
-
-        followers = [asyncio.create_task(follow(s)) for s in sources]
-        try:
-            ended = 0
-            while ended < len(followers):
-                item = await lines.get()
-                if item is None:
-                    ended += 1
-                else:
-                    yield item
-            for follower in followers:
-                follower.result()  # a follower that failed says why
-        finally:
-            await cancel_and_wait(followers)
-
-
-@asynccontextmanager
-async def _job_logs(
-    config: ManagerConfig,
-    name: str,
-    namespace: str,
-    options: LogOptions,
-    contexts: Path | None,
-    kind: GenericJob | None,
-) -> AsyncIterator[tuple[KubeClient, list[LogSource]]]:
-    """A client of the worker that runs (or ran) the Job, and the containers to read: only of the mirror this
-    manager made of this very Job, never of another Job of the same name there."""
-    adapter = kind or BatchJobAdapter()
-    resource = adapter.resource
-    where = f'{resource.kind.lower()} "{namespace}/{name}"'
-    async with _connect(config.management, "management") as client:
-        try:
-            job = await client.get(resource, name, namespace)
-        except NotFound as exc:
-            raise LogsError(f"{where} not found on the management cluster") from exc
-        worker_name = labels_of(job).get(CLUSTER_LABEL)
-        placed = identity_of(config).holds(job)
-        known = await _workers(config, client, contexts) if placed else []
-    worker = next((w for w in known if w.name == worker_name), None)
-    if worker is None and placed and worker_name and contexts is not None:
-        # Not one the manager's config or Secrets name: a context of its name in the user's kubeconfig, if any.
-        ref = ClusterRef.model_validate({"kubeconfig": contexts, "context": worker_name})
-        if worker_name in await asyncio.to_thread(_context_names, contexts):
-            worker = _Worker(worker_name, WorkerSettings(), ref=ref)
-    if worker is None:
-        if adapter.is_finished(job):
-            raise LogsError(
-                f"{where} finished and its mirror is gone from the worker; mirrors stay "
-                f"{config.mirror_ttl_after_finished:g}s after the Job finishes (mirrorTTLSecondsAfterFinished)"
-            )
-        raise LogsError(f"{where} has not been dispatched to a worker (yet)")
-    async with _connect_worker(worker, config.worker_secrets.allow_insecure_kubeconfigs) as client:
-        try:
-            mirror = await client.get(resource, name, namespace)
-        except NotFound as exc:
-            raise LogsError(f"{where} has no mirror on worker {worker.name} (yet)") from exc
-        if annotations_of(mirror).get(ORIGIN_UID_ANNOTATION) != uid_of(job):
-            raise LogsError(
-                f"the {resource.kind} named {name} on worker {worker.name} was not made for this {resource.kind} "
-                "(another manager's, or nobody's); its logs are not shown"
-            )
-        pods = await _pods_of(client, mirror, resource)
-        if options.index is not None:
-            pods = [p for p in pods if labels_of(p).get(jobs.COMPLETION_INDEX) == str(options.index)]
-        if not pods:
-            raise LogsError(f"no pods of {where} on worker {worker.name} (not started yet)")
-        yield client, _sources(pods, options)
-
-
-async def _pods_of(client: KubeClient, mirror: Obj, resource: Resource) -> list[Obj]:
-    """The pods a mirror runs, in the order they are shown: a Job's by completion index; another kind's (its pods
-    come from batch Job templates) are the pods of each Job it owns, as JobSet's replicated Jobs, Job by Job."""
-    if resource == JOBS:
-        return await _pods_of_job(client, mirror)
-    children, _ = await client.list(JOBS, namespace_of(mirror))
-    pods: list[Obj] = []
-    for child in sorted((j for j in children if _owned_by(j, mirror)), key=name_of):
-        pods += await _pods_of_job(client, child)
-    return pods
-
-
-async def _pods_of_job(client: KubeClient, job: Obj) -> list[Obj]:
-    selector = f"{jobs.CONTROLLER_UID_LABEL}={uid_of(job)}"
-    return _by_index((await client.list(PODS, namespace_of(job), label_selector=selector))[0])
-
-
-def _by_index(pods: list[Obj]) -> list[Obj]:
-    return sorted(pods, key=lambda p: (int(labels_of(p).get(jobs.COMPLETION_INDEX, "0") or 0), name_of(p)))
-
-
-def _owned_by(obj: Obj, owner: Obj) -> bool:
-    return any(as_dict(r).get("uid") == uid_of(owner) for r in as_list(metadata(obj).get("ownerReferences")))
-
-
-def _context_names(kubeconfig: Path) -> set[str]:
+def context_names(kubeconfig: Path) -> set[str]:
     try:
         loaded = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return set()
     return {str(as_dict(c).get("name")) for c in as_list(as_dict(loaded).get("contexts"))}
-
-
-def _sources(pods: list[Obj], options: LogOptions) -> list[LogSource]:
-    sources = []
-    for pod in pods:
-        pod_name = str(metadata(pod)["name"])
-        names = [str(as_dict(c).get("name")) for c in as_list(as_dict(pod.get("spec")).get("containers"))]
-        if options.container is not None:
-            if options.container not in names:
-                raise LogsError(
-                    f'container "{options.container}" is not in pod {pod_name}; its containers: {", ".join(names)}'
-                )
-            names = [options.container]
-        elif not options.all_containers:
-            if len(names) > 1:
-                raise LogsError(
-                    f"pod {pod_name} has {len(names)} containers ({', '.join(names)}): name one with -c, or "
-                    "use --all-containers"
-                )
-            names = [names[0]] if names else [""]
-        for container in names:
-            prefix = f"pod/{pod_name}/{container}" if options.all_containers else pod_name
-            sources.append(LogSource(pod_name, container or None, prefix))
-    return sources

@@ -228,7 +228,7 @@ async def test_manager_restart_mid_flight_makes_no_second_mirror(
 
 
 async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_path: Path) -> None:
-    from multiqueue.dispatch import inspect
+    from multiqueue.dispatch import inspect, joblogs
 
     clusters = dispatching_clusters
     config, contexts = clusters.reader()
@@ -256,12 +256,12 @@ async def test_status_and_logs_for_people(dispatching_clusters: Clusters, tmp_pa
         for pod in pods:
             async for _line in worker_client.follow_log(pod["metadata"]["name"], "default"):
                 break
-    found = await inspect.logs(config, "chatty", "default", inspect.LogOptions(), contexts)
+    found = await joblogs.logs(config, "chatty", "default", joblogs.LogOptions(), contexts)
     assert [text.strip() for _, text in found] == ["hello from 0", "hello from 1"]
-    only = await inspect.logs(config, "chatty", "default", inspect.LogOptions(index=1), contexts)
+    only = await joblogs.logs(config, "chatty", "default", joblogs.LogOptions(index=1), contexts)
     assert [text.strip() for _, text in only] == ["hello from 1"]
-    with pytest.raises(inspect.LogsError):
-        await inspect.logs(config, "missing", "default", inspect.LogOptions(), contexts)
+    with pytest.raises(joblogs.LogsError):
+        await joblogs.logs(config, "missing", "default", joblogs.LogOptions(), contexts)
     await gate.open()
     await clusters.wait_for(JOBS, "default", "chatty", has_condition("Complete"))
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from multiqueue.api.types import JOBS, Obj
-from multiqueue.dispatch import inspect
+from multiqueue.dispatch import inspect, joblogs
 from multiqueue.dispatch.config import Capacity
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, PIN_LABEL
 from multiqueue.kube.client import KubeClient
@@ -43,7 +43,7 @@ async def test_a_finished_jobs_mirror_and_logs_stay_until_the_job_is_deleted(
     # A person's view: the worker still lists the mirror, and the logs can be read after the end.
     listed = await clusters.kubectl("--context", worker, "get", "jobs", "done", "-o", "name")
     assert listed.strip() == "job.batch/done"
-    logs = await inspect.logs(config, "done", "default", inspect.LogOptions(), contexts)
+    logs = await joblogs.logs(config, "done", "default", joblogs.LogOptions(), contexts)
     assert [text.strip() for _, text in logs] == ["all done here"]
     _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/done")
@@ -67,8 +67,8 @@ async def test_a_finished_jobs_mirror_goes_when_its_ttl_ends(dispatching_cluster
     # Its finalizer goes with it; the user's Job stays, finished, and says where the logs went.
     user = await clusters.wait_for(JOBS, "default", "brief", lambda j: not j["metadata"].get("finalizers"))
     assert user["metadata"]["labels"][CLUSTER_LABEL] == worker
-    with pytest.raises(inspect.LogsError, match=r"mirror is gone .*\(mirrorTTLSecondsAfterFinished\)"):
-        await inspect.logs(config, "brief", "default", inspect.LogOptions(), contexts)
+    with pytest.raises(joblogs.LogsError, match=r"mirror is gone .*\(mirrorTTLSecondsAfterFinished\)"):
+        await joblogs.logs(config, "brief", "default", joblogs.LogOptions(), contexts)
 
 
 async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_clusters: Clusters) -> None:
@@ -81,7 +81,7 @@ async def test_a_failed_job_says_why_in_a_warning_and_its_logs_stay(dispatching_
     warning = await wait_for_event(management, "broken", "BackoffLimitExceeded")
     assert warning["type"] == "Warning"
     assert warning["message"] == f"Job has reached the specified backoff limit (on worker {worker})"
-    logs = await inspect.logs(config, "broken", "default", inspect.LogOptions(), contexts)
+    logs = await joblogs.logs(config, "broken", "default", joblogs.LogOptions(), contexts)
     assert [text.strip() for _, text in logs] == ["about to fail"]
     _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/broken")
@@ -134,8 +134,8 @@ async def test_a_pin_to_a_worker_that_does_not_exist_is_not_shown_as_placed(
     _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/pinned")
     assert (row.worker, row.state, row.reason) == ("-", "Waiting", "NoWorker")
-    with pytest.raises(inspect.LogsError, match="has not been dispatched to a worker"):
-        await inspect.logs(config, "pinned", "default", inspect.LogOptions(), contexts)
+    with pytest.raises(joblogs.LogsError, match="has not been dispatched to a worker"):
+        await joblogs.logs(config, "pinned", "default", joblogs.LogOptions(), contexts)
 
 
 async def test_logs_are_never_read_from_a_job_of_the_same_name_made_for_another(
@@ -159,7 +159,7 @@ async def test_logs_are_never_read_from_a_job_of_the_same_name_made_for_another(
     await clusters.wait_gone(JOBS, "default", "twin", cluster=worker)
     await worker_client.create(JOBS, job_body("twin", "echo theirs"), "default")
     await clusters.wait_for(JOBS, "default", "twin", has_condition("Complete"), cluster=worker)
-    with pytest.raises(inspect.LogsError, match="was not made for this Job"):
-        await inspect.logs(config, "twin", "default", inspect.LogOptions())
+    with pytest.raises(joblogs.LogsError, match="was not made for this Job"):
+        await joblogs.logs(config, "twin", "default", joblogs.LogOptions())
     theirs = await worker_client.get(JOBS, "twin", "default")
     assert "multiqueue.dev/origin" not in (theirs["metadata"].get("labels") or {})
