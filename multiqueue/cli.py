@@ -608,7 +608,7 @@ def _explain(args: argparse.Namespace) -> int:
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot reach the management cluster: {exc}") from exc
     if args.output in ("json", "yaml"):
-        _print_document(_camel_deep(shown.as_dict()), args.output)
+        _print_document(shown.as_document(), args.output)
         return 0
     asked = ", ".join(f"{r} {amount:g}" for r, amount in sorted(shown.demand.items())) or "nothing counted"
     facts = [
@@ -640,15 +640,6 @@ def _explain(args: argparse.Namespace) -> int:
         ],
     )
     return 0
-
-
-def _camel_deep(value: Any) -> Any:
-    """Field names as JSON names them, at every depth."""
-    if isinstance(value, dict):
-        return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): _camel_deep(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_camel_deep(v) for v in value]
-    return value
 
 
 async def _follow_logs(

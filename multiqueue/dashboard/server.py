@@ -1,4 +1,5 @@
-"""The dashboard's web server: the page, its live stream, a Job's Events and its logs; nothing without the secret.
+"""The dashboard's web server: the page, its live stream, a Job's Events, logs and placement explanation; nothing
+without the secret.
 
 The URL the manager prints carries a token. Opening it trades the token for a session cookie (HttpOnly,
 SameSite=Strict) and redirects to the same page without it, so the token leaves the address bar and the history;
@@ -22,11 +23,12 @@ from multiqueue.api.meta import as_dict
 from multiqueue.api.types import EVENTS
 from multiqueue.dashboard.live import DEFAULT_TIMINGS, LiveView, Timings
 from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.dispatch.explain import explain_in_manager
 from multiqueue.dispatch.inspect import UnknownKind, kind_named
 from multiqueue.dispatch.joblogs import LogOptions, LogsError, follow_logs
 from multiqueue.dispatch.manager import Manager
 from multiqueue.kube.client import KubeClient
-from multiqueue.kube.errors import KubeError
+from multiqueue.kube.errors import KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +166,34 @@ async def _logs(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _explain(request: web.Request) -> web.Response:
+    """What ``multiqueue explain -o json`` prints of one Job, from this manager's own state (its read model), so
+    the panel shows the verdicts this manager decides with. A Job it does not hold is a one-line 404 saying why."""
+    name, namespace = request.query.get("name", ""), request.query.get("namespace", "")
+    if not name or not namespace:
+        return web.Response(status=400, text="name and namespace are required\n")
+    config = request.app[CONFIG]
+    try:
+        kind = kind_named(config, request.query.get("kind", "Job"))
+    except UnknownKind as exc:
+        return web.Response(status=400, text=f"{exc}\n")
+    shown = explain_in_manager(request.app[LIVE].manager, kind.resource.kind, f"{namespace}/{name}")
+    if shown is not None:
+        return web.json_response(shown.as_document())
+    where = f'{kind.resource.kind.lower()} "{namespace}/{name}"'
+    try:
+        job = await request.app[MANAGEMENT].get(kind.resource, name, namespace)
+    except NotFound:
+        return web.Response(status=404, text=f"{where} not found on the management cluster\n")
+    except KubeError as exc:
+        return web.Response(status=502, text=f"cannot read {where}: {exc}\n")
+    if kind.managed_by(job) != config.managed_by:
+        why = f"its spec.managedBy is not {config.managed_by}"
+    else:
+        why = "this manager does not serve its kind or has not seen it yet"
+    return web.Response(status=404, text=f"{where} is not dispatched by this manager: {why}\n")
+
+
 def app(live: LiveView, access: Access, config: ManagerConfig, management: KubeClient) -> web.Application:
     application = web.Application(middlewares=[_guard])
     application[LIVE] = live
@@ -175,6 +205,7 @@ def app(live: LiveView, access: Access, config: ManagerConfig, management: KubeC
     application.router.add_get("/api/stream", _stream)
     application.router.add_get("/api/events", _events)
     application.router.add_get("/api/logs", _logs)
+    application.router.add_get("/api/explain", _explain)
     application.router.add_static("/static/", STATIC)
     return application
 

@@ -5,6 +5,7 @@ model (in process) and from the clusters (``inspect.explain``), given the same w
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,20 @@ class Explanation:
         for worker, shown in zip(body["workers"], self.workers, strict=True):
             worker["passes"] = shown.passes
         return body
+
+    def as_document(self) -> dict[str, Any]:
+        """JSON's field names (camelCase): one document for ``explain -o json|yaml`` and the dashboard alike."""
+        camel: dict[str, Any] = _camel_deep(self.as_dict())
+        return camel
+
+
+def _camel_deep(value: Any) -> Any:
+    """Field names as JSON names them, at every depth."""
+    if isinstance(value, dict):
+        return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): _camel_deep(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_camel_deep(v) for v in value]
+    return value
 
 
 def view_of(state: WorkerState) -> WorkerView:

@@ -1,8 +1,9 @@
-"""The dashboard of a real ``multiqueue local up``: the URL it prints opens it, nothing else does, and its stream
-follows a Job from submission to Complete on a worker.
+"""The dashboard of a real ``multiqueue local up``: the URL it prints opens it, nothing else does, its stream
+follows a Job from submission to Complete on a worker, and it explains a waiting Job as ``multiqueue explain``
+does.
 
 Every answer without the token or the session cookie it trades for is 401, whatever the path: the page, its
-scripts, the stream, a Job's Events and logs.
+scripts, the stream, a Job's Events, logs and placement explanation.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ PATHS = [
     "/api/stream",
     "/api/events?uid=x&namespace=default",
     "/api/logs",
+    "/api/explain?namespace=default&name=x",
 ]
 
 
@@ -188,3 +190,95 @@ async def test_a_taken_dashboard_port_is_one_line_naming_the_setting_and_exit_2(
     assert (
         f"cannot serve the dashboard on {address}" in line and "choose another dashboard.address" in line
     ), line
+
+
+def job_body(name: str, managed: bool = True, pin: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"multiqueue.dev/requested-cluster": pin} if pin else {}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
+                }
+            },
+        },
+    }
+    if managed:
+        body["spec"]["managedBy"] = "multiqueue.dev/dispatcher"
+    return body
+
+
+async def test_a_waiting_job_is_explained_as_explain_prints_it(
+    local_up: tuple[LocalUp, re.Match[str]],
+) -> None:
+    """The panel's table comes from ``/api/explain``: the document ``multiqueue explain -o json`` prints, from the
+    manager's own state; what it cannot explain is a one-line answer saying why."""
+    up, printed = local_up
+    base = URL(printed["url"]).with_query(None)
+    management = await up.connect("management")
+    headers = {"Authorization": f"Bearer {printed['token']}"}
+
+    def explain(query: str) -> URL:
+        return base.join(URL(f"/api/explain?{query}"))
+
+    try:
+        async with (
+            aiohttp.ClientSession(headers=headers) as session,
+            session.get(base.join(URL("/api/stream"))) as stream,
+        ):
+            events = stream_events(stream)
+            kind, _ = await anext(events)
+            assert kind == "snapshot"
+            await management.create(JOBS, job_body("pinned", pin="worker-9"), "default")
+            await management.create(JOBS, job_body("not-ours", managed=False), "default")
+            async with asyncio.timeout(60):
+                async for _, data in events:
+                    if any(j["name"] == "pinned" and j["reason"] for j in data.get("jobs", [])):
+                        break
+            async with session.get(explain("namespace=default&name=pinned")) as answer:
+                assert answer.status == 200
+                shown = await answer.json()
+            for query, status, text in [
+                (
+                    "namespace=default&name=nothing",
+                    404,
+                    'job "default/nothing" not found on the management cluster',
+                ),
+                (
+                    "namespace=default&name=not-ours",
+                    404,
+                    'job "default/not-ours" is not dispatched by this manager: its spec.managedBy is not'
+                    " multiqueue.dev/dispatcher",
+                ),
+                ("namespace=default", 400, "name and namespace are required"),
+                ("kind=nosuch&namespace=default&name=pinned", 400, 'no kind named "nosuch"'),
+            ]:
+                async with session.get(explain(query)) as answer:
+                    assert answer.status == status, query
+                    body = await answer.text()
+                    assert body.startswith(text) and body.count("\n") == 1, body
+    finally:
+        await management.close()
+
+    assert (shown["key"], shown["state"], shown["pinned"], shown["reason"]) == (
+        "default/pinned",
+        "Waiting",
+        "worker-9",
+        "NoWorker",
+    )
+    (worker,) = shown["workers"]
+    assert worker["name"] == "worker-1" and not worker["passes"] and not worker["chosen"]
+    assert [(v["filter"], v["reason"]) for v in worker["verdicts"] if not v["passes"]] == [
+        ("Pinned", "NotPinned")
+    ]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "multiqueue", "explain", "pinned", "--config", str(up.state_dir / "manager.yaml"),
+        "-o", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert orjson.loads(out) == shown, "the dashboard serves what explain -o json prints"

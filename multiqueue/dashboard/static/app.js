@@ -98,7 +98,7 @@ function changed(what) {
       renderDetailFields();
       // A new line for the open Job (its state or reason moved): its Events have news too.
       const job = state.jobs.get(state.selected);
-      if (job && job !== state.detailShown) loadEvents();
+      if (job && job !== state.detailShown) { loadEvents(); loadExplanation(); }
     }
   });
 }
@@ -299,8 +299,10 @@ function openDetail(uid) {
   state.selected = uid;
   $("detail").hidden = false;
   $("detail-logs").textContent = "";
+  renderExplanation(null, "");
   renderDetailFields();
   loadEvents();
+  loadExplanation();
 }
 
 function renderDetailFields() {
@@ -323,6 +325,61 @@ async function loadEvents() {
       ? events.map((e) => el("tr", { "data-reason": e.reason }, el("td", { text: e.time }), el("td", { text: e.type }), el("td", { text: e.reason }), el("td", { text: e.from }), el("td", { text: `${e.message}${e.count > 1 ? ` (×${e.count})` : ""}` })))
       : [el("tr", {}, el("td", { colSpan: 5, text: answer.ok ? "no Events" : `cannot list Events (${answer.status})` }))]),
   );
+}
+
+// What `multiqueue explain -o json` shows of the Job: what it asks, each worker's verdict from each placement
+// filter, the scores and the decision. An answer that is not the open Job's any more is dropped.
+async function loadExplanation() {
+  const job = state.jobs.get(state.selected);
+  if (!job) return;
+  const uid = job.uid;
+  const answer = await fetch(`/api/explain?kind=${encodeURIComponent(job.kind)}&namespace=${encodeURIComponent(job.namespace)}&name=${encodeURIComponent(job.name)}`);
+  const shown = answer.ok ? await answer.json() : null;
+  const problem = answer.ok ? "" : (await answer.text()).trim() || `cannot explain (${answer.status})`;
+  if (state.selected !== uid) return;
+  renderExplanation(shown, problem);
+}
+
+function renderExplanation(shown, problem) {
+  const line = $("detail-explain-line");
+  const table = $("detail-explain");
+  line.dataset.error = String(!shown && Boolean(problem));
+  if (!shown) {
+    line.textContent = problem;
+    $("detail-explain-facts").replaceChildren();
+    table.tHead.replaceChildren();
+    table.tBodies[0].replaceChildren();
+    return;
+  }
+  const asks = Object.entries(shown.demand).sort().map(([r, amount]) => `${r} ${formatAmount(r, amount)}`).join(", ") || "nothing counted";
+  const facts = [["Asks", asks], ["Pinned to", shown.pinned], ["Selector", shown.selector], ["Affinity", shown.affinity], ["Policy", shown.policy]];
+  $("detail-explain-facts").replaceChildren(
+    ...facts.filter(([, v]) => v).flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v, "data-explain": k })]),
+  );
+  line.textContent = shown.decision;
+  const filters = [];
+  for (const w of shown.workers) for (const v of w.verdicts) if (!filters.includes(v.filter)) filters.push(v.filter);
+  table.tHead.replaceChildren(
+    el("tr", {}, el("th", { text: "Worker" }), el("th", { text: "Active" }), ...filters.map((f) => el("th", { text: f })), el("th", { text: "Affinity" }), el("th", { text: "Policy" }), el("th", { text: "Chosen" })),
+  );
+  const rows = shown.workers.map((w) => {
+    const cells = filters.map((name) => {
+      const v = w.verdicts.find((x) => x.filter === name);
+      if (!v) return el("td", { text: "-" });
+      return el("td", { "data-filter": name, "data-passes": String(v.passes), "data-reason": v.reason, title: v.reason, text: v.passes ? "passes" : v.message });
+    });
+    return el(
+      "tr",
+      { "data-explain-worker": w.name, "data-passes": String(w.passes), "data-chosen": String(w.chosen) },
+      el("td", { text: w.name }),
+      el("td", { text: w.active }),
+      ...cells,
+      el("td", { text: w.affinityScore == null ? "-" : String(w.affinityScore) }),
+      el("td", { text: w.policyScore == null ? "-" : String(+w.policyScore.toFixed(3)) }),
+      el("td", { text: w.chosen ? "yes" : "" }),
+    );
+  });
+  table.tBodies[0].replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colSpan: 4, text: "no workers" }))]));
 }
 
 async function streamLogs() {
@@ -366,6 +423,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("detail-close").addEventListener("click", () => { stopLogs(); state.selected = null; $("detail").hidden = true; });
   $("detail-logs-start").addEventListener("click", streamLogs);
+  $("detail-explain-refresh").addEventListener("click", loadExplanation);
   // Ages and last contacts move with the clock, not with changes: redraw what is in view each second.
   setInterval(() => {
     renderRows();
