@@ -1,9 +1,10 @@
 """The dashboard in a real browser (headless Chromium over the DevTools protocol), against local clusters.
 
 A person opens the URL the manager prints, sees both workers Connected, submits a Job with kubectl's API, watches
-it appear, run and complete on a worker, opens it to read its Events and logs, and sees a worker turn unhealthy
-when its API server stops. Screenshots are written to ``$MULTIQUEUE_TEST_ARTIFACTS/dashboard`` (default:
-``test-artifacts/`` in the repository); docs/dashboard.md shows one.
+it appear, run and complete on a worker, opens it to read its Events and logs, opens a waiting Job to read each
+worker's placement verdict, and sees a worker turn unhealthy when its API server stops. Screenshots are written
+to ``$MULTIQUEUE_TEST_ARTIFACTS/dashboard`` (default: ``test-artifacts/`` in the repository); docs/dashboard.md
+shows one.
 """
 
 from __future__ import annotations
@@ -142,6 +143,19 @@ async def test_a_job_appears_runs_and_completes_and_a_stopped_worker_turns_unhea
             assert "worker-9" in await page.evaluate(f"{waiting}.title"), (
                 "the message names the missing worker"
             )
+            # Its panel says why, worker by worker, as multiqueue explain does.
+            await page.evaluate(f"{waiting}.click()")
+            rows = "document.querySelectorAll('#detail-explain tr[data-explain-worker]')"
+            await page.wait_for(f"{rows}.length === 2")
+            verdicts = await page.evaluate(
+                f"Object.fromEntries([...{rows}].map((r) => [r.dataset.explainWorker,"
+                " [...r.querySelectorAll('td[data-passes=\"false\"]')].map((c) => c.textContent)]))"
+            )
+            assert verdicts == {w: ["is not the pinned worker (worker-9)"] for w in ("worker-1", "worker-2")}
+            decision = await page.evaluate("document.getElementById('detail-explain-line').textContent")
+            assert decision.startswith("waiting: 0/2 workers can take this Job"), decision
+            await page.screenshot(ARTIFACTS / "job-explained.png")
+            await page.evaluate("document.getElementById('detail-close').click()")
             for i in range(3):
                 await page.wait_for(f"{row(f'batch-{i}')}?.dataset.state === 'Complete'", timeout=WITHIN)
             await page.wait_for("window.dashboard.chart.length >= 4", timeout=20)
