@@ -2,15 +2,17 @@
 
 Clusters are ``multiqueue local up`` processes, as in the dispatch benchmark: the management cluster and two
 workers whose kubelet runs nothing (a placed Job stays running there, holding its worker's capacity); each worker
-takes at most 4 cpu. The manager runs in this process, so its read model can be asked directly. Of the N Jobs
-submitted, 2% ask 1 cpu and are placed (they stay placed), 1% ask 100 cpu and wait (no worker has that much), the
-rest are suspended: the manager tracks every one, and none costs the workers more than those placed. Once the
-manager tracks all N and has placed what it can:
+takes at most 4 cpu. The manager runs in this process, so its read model can be asked directly. Of the N Jobs,
+40% finished on a worker before the manager started (created with its label, their status then made Complete);
+of those submitted to the running manager, 2% of N ask 10m cpu and are placed (they stay placed), 1% ask 100 cpu
+and wait (no worker has that much), the rest are suspended. The manager tracks every one, and none costs the
+workers more than those placed. Once it tracks all N and has placed what it can:
 
-1. ``in_manager``: ``explain_in_manager`` from the running manager's read model, what the dashboard's Job panel
-   calls, over many calls (a waiting, a placed and a suspended Job in turn);
+1. ``in_manager``: ``explain_in_manager`` from the running manager's read model (the answer inside the manager,
+   no request made), over many calls: a waiting, a placed, a suspended and a finished Job in turn;
 2. ``from_clusters``: ``inspect.explain``, what the command runs: it reads the Job, lists the management cluster's
-   Jobs to count what each worker's Jobs use, and asks each worker whether it answers, over a few calls;
+   Jobs that carry a worker's label to count what each worker's Jobs use, and asks each worker whether it
+   answers, over a few calls (the waiting Job); its answer is checked to be the read model's;
 3. ``cli``: ``multiqueue explain JOB --config FILE`` once, as a subprocess, end to end (Python start-up, imports,
    the reads of 2, printing the table); ``multiqueue explain --help`` once too, which is start-up and imports
    alone.
@@ -29,21 +31,24 @@ import signal
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from multiqueue.api.meta import key_of
-from multiqueue.api.types import Obj
+from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ManagerConfig
 from multiqueue.dispatch.explain import explain_in_manager
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.manager import Manager
+from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.dispatch.readmodel import ReadModel
+from multiqueue.kube.client import KubeClient
 from tests.bench.common import RESULTS, percentile, record, summary_ms
-from tests.bench.dispatch_scale import Process, connect, create_all, job, start
+from tests.bench.dispatch_scale import SENDERS, Process, connect, create_all, job, start
 
 WORKERS = ("worker-1", "worker-2")
 IN_MANAGER_CALLS = 300
@@ -60,14 +65,43 @@ def asking(name: str, cpu: str, suspended: bool = False) -> dict[str, Any]:
     return body
 
 
-def workload(total: int) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Every Job to submit, and the one of each kind that is explained."""
+def workload(total: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """The Jobs that finished on a worker before the manager started, every Job to submit to it, and the one of
+    each kind that is explained."""
     placed = max(2, total // 50)
     waiting = max(1, total // 100)
+    finished = total * 2 // 5
+    done = [asking(f"finished-{i:05d}", "10m") for i in range(finished)]
+    for body in done:
+        body["metadata"]["labels"] = {CLUSTER_LABEL: WORKERS[0]}
     bodies = [asking(f"placed-{i:05d}", "10m") for i in range(placed)]
     bodies += [asking(f"waiting-{i:05d}", "100") for i in range(waiting)]
-    bodies += [asking(f"suspended-{i:05d}", "10m", True) for i in range(total - placed - waiting)]
-    return bodies, {"waiting": "waiting-00000", "placed": "placed-00000", "suspended": "suspended-00000"}
+    bodies += [asking(f"suspended-{i:05d}", "10m", True) for i in range(total - finished - placed - waiting)]
+    explained = {"waiting": "waiting-00000", "placed": "placed-00000", "suspended": "suspended-00000"}
+    return done, bodies, {**explained, **({"finished": "finished-00000"} if finished else {})}
+
+
+async def finish_all(client: KubeClient, bodies: list[dict[str, Any]]) -> None:
+    """Each Job's status made Complete, as a worker's Job would have ended (SENDERS requests in flight)."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "startTime": stamp,
+        "completionTime": stamp,
+        "succeeded": 1,
+        "conditions": [
+            {"type": kind, "status": "True", "lastProbeTime": stamp, "lastTransitionTime": stamp}
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ],
+    }
+    queue = iter(bodies)
+
+    async def sender() -> None:
+        for body in queue:
+            await client.patch(
+                JOBS, body["metadata"]["name"], {"status": status}, "default", subresource="status"
+            )
+
+    await asyncio.gather(*(sender() for _ in range(SENDERS)))
 
 
 class Settled:
@@ -152,7 +186,7 @@ async def from_clusters_profiled(reader: ManagerConfig, name: str, folder: Path)
 
 
 async def main(total: int, results: Path, profile: Path | None = None) -> None:
-    bodies, explained = workload(total)
+    done, bodies, explained = workload(total)
     placed = sum(1 for b in bodies if b["metadata"]["name"].startswith("placed-"))
     with tempfile.TemporaryDirectory(prefix="multiqueue-bench-") as folder:
         base = Path(folder)
@@ -160,6 +194,9 @@ async def main(total: int, results: Path, profile: Path | None = None) -> None:
         management = await connect(base / "management" / "kubeconfig", "management")
         manager = Manager(ManagerConfig.model_validate(config))
         try:
+            # Finished before the manager starts, so it never places them: they count as Jobs that ran.
+            await create_all(management, done, "default")
+            await finish_all(management, done)
             await manager.start()
             model = manager.read_model
             assert model is not None
@@ -209,6 +246,7 @@ async def main(total: int, results: Path, profile: Path | None = None) -> None:
         f"explain/{total} jobs",
         {
             "jobs": total,
+            "jobs_finished": len(done),
             "jobs_placed": placed,
             "jobs_waiting": sum(1 for b in bodies if b["metadata"]["name"].startswith("waiting-")),
             "workers": len(WORKERS),

@@ -17,13 +17,14 @@ async def test_the_explain_benchmark_times_the_right_answers(tmp_path: Path) -> 
         ["python3", "-m", "tests.bench.explain", "--jobs", str(JOBS), "--results", str(results)]
     )
     run = json.loads(results.read_text())[f"explain/{JOBS} jobs"]
-    assert (run["jobs"], run["jobs_placed"], run["jobs_waiting"]) == (JOBS, 2, 1)
+    assert (run["jobs"], run["jobs_finished"], run["jobs_placed"], run["jobs_waiting"]) == (JOBS, 40, 2, 1)
     decisions = run["decisions"]
     assert decisions["placed"] in ("placed on worker worker-1", "placed on worker worker-2")
     assert decisions["waiting"] == (
         "waiting: 0/2 workers can take this Job: 2 ask more cpu than they have in all "
         "(worker-1: cpu 4, worker-2: cpu 4)"
     )
+    assert decisions["finished"] == "finished on worker worker-1 (Complete)"
     assert decisions["suspended"].startswith("suspended: not placed until it is resumed; now it would go to")
     assert run["from_clusters_same_as_in_manager"] is True, "the clusters and the read model disagree"
     assert run["in_manager"]["calls"] > 0 and run["from_clusters"]["calls"] > 0
