@@ -278,6 +278,11 @@ async def _worker_states(
     return states, listed
 
 
+# Jobs read in one request when status or explain lists them: with thousands of Jobs, pages of 500 cost more in
+# round trips than serving and decoding the Jobs themselves.
+LIST_PAGE = 5000
+
+
 class ExplainError(Exception):
     """Why a Job cannot be explained (one line for the person who asked)."""
 
@@ -313,7 +318,7 @@ async def _listed(
     it does not serve that kind (a manager refuses to start so, but ``status`` without a manager config looks for
     every kind it knows)."""
     try:
-        return (await client.list(adapter.resource, label_selector=label_selector))[0]
+        return (await client.list(adapter.resource, label_selector=label_selector, page_size=LIST_PAGE))[0]
     except NotFound:
         return None
 
