@@ -250,13 +250,17 @@ async def status(config: ManagerConfig, contexts: Path | None = None) -> tuple[l
 
 
 async def _worker_states(
-    config: ManagerConfig, client: KubeClient, contexts: Path | None
+    config: ManagerConfig, client: KubeClient, contexts: Path | None, placed_only: bool = False
 ) -> tuple[list[WorkerState], list[tuple[GenericJob, list[Obj]]]]:
     """Each worker as the manager would see it (health, kinds served, what its Jobs use), and the Jobs of each
-    kind the management cluster serves."""
+    kind the management cluster serves. ``placed_only``: only the Jobs that carry a worker's label are listed,
+    enough for what the workers' Jobs use (the ledger counts no other) and far less to read when most wait."""
     identity = identity_of(config)
     known = await known_workers(config, client, contexts)
-    listed = [(a, items) for a in _adapters(config) if (items := await _listed(client, a)) is not None]
+    selector = CLUSTER_LABEL if placed_only else None
+    listed = [
+        (a, items) for a in _adapters(config) if (items := await _listed(client, a, selector)) is not None
+    ]
     served = [adapter for adapter, _ in listed]
     reasons = await asyncio.gather(*(_reason(config, w, served) for w in known))
     # What each worker's Jobs use, counted as the running manager's ledger counts it.
@@ -272,6 +276,11 @@ async def _worker_states(
         for w, (reason, missing), left in zip(known, reasons, nodes, strict=True)
     ]
     return states, listed
+
+
+# Jobs read in one request when status or explain lists them: with thousands of Jobs, pages of 500 cost more in
+# round trips than serving and decoding the Jobs themselves.
+LIST_PAGE = 5000
 
 
 class ExplainError(Exception):
@@ -298,15 +307,18 @@ async def explain(
             raise ExplainError(
                 f"{where} is not dispatched by multiqueue: its spec.managedBy is not {config.managed_by}"
             )
-        states, _ = await _worker_states(config, client, contexts)
+        states, _ = await _worker_states(config, client, contexts, placed_only=True)
     return explain_job(adapter, job, identity_of(config), config.placement, states)
 
 
-async def _listed(client: KubeClient, adapter: GenericJob) -> list[Obj] | None:
-    """Every object of the adapter's kind on the management cluster; None when it does not serve that kind (a
-    manager refuses to start so, but ``status`` without a manager config looks for every kind it knows)."""
+async def _listed(
+    client: KubeClient, adapter: GenericJob, label_selector: str | None = None
+) -> list[Obj] | None:
+    """Every object of the adapter's kind on the management cluster (that ``label_selector`` selects); None when
+    it does not serve that kind (a manager refuses to start so, but ``status`` without a manager config looks for
+    every kind it knows)."""
     try:
-        return (await client.list(adapter.resource))[0]
+        return (await client.list(adapter.resource, label_selector=label_selector, page_size=LIST_PAGE))[0]
     except NotFound:
         return None
 
