@@ -24,8 +24,6 @@ import yaml
 from multiqueue import __version__, completion
 from multiqueue.api import manifests
 from multiqueue.api.durations import human_duration
-from multiqueue.apiserver import decoding
-from multiqueue.dashboard import server as dashboard
 from multiqueue.dispatch import inspect, joblogs
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.generic import GenericJob
@@ -33,8 +31,6 @@ from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
 from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
-from multiqueue.local.demo import run_demo
-from multiqueue.local.up import LocalClusters
 from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
 from multiqueue.loop.tasks import cancel_and_wait
 
@@ -43,7 +39,9 @@ if TYPE_CHECKING:
 
     from multiqueue import telemetry
     from multiqueue.controllers.embedded import EmbeddedControllers
+    from multiqueue.dashboard import server as dashboard
     from multiqueue.dispatch.manager import Manager
+    from multiqueue.local.up import LocalClusters
 
 USAGE_ERROR = 2
 RUNTIME_FAILURE = 1
@@ -80,7 +78,7 @@ def _validate(args: argparse.Namespace) -> int:
                 )
                 continue
             checked += 1
-            problems = decoding.decoding_problem(obj) or manifests.validate_manifest(obj)
+            problems = _decoding_problem(obj) or manifests.validate_manifest(obj)
             kind = str(obj.get("kind", "")).lower() or "object"
             name = manifests.display_name(obj)
             if problems:
@@ -94,6 +92,14 @@ def _validate(args: argparse.Namespace) -> int:
         raise UsageError("no Job or CronJob manifests found in the given files")
     print(f"{checked - failures} valid, {failures} invalid")
     return 1 if failures else 0
+
+
+def _decoding_problem(obj: dict[str, Any]) -> str:
+    """What the API server's decoding refuses in ``obj``; imported here, as the other commands never need the
+    Kubernetes client's models it loads (half of the CLI's start-up)."""
+    from multiqueue.apiserver import decoding
+
+    return decoding.decoding_problem(obj)
 
 
 def _load_manifests(path: Path) -> list[dict[str, Any]]:
@@ -146,6 +152,7 @@ def _local_up(args: argparse.Namespace) -> int:
 
 async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None = None) -> int:
     from multiqueue import telemetry
+    from multiqueue.local.up import LocalClusters
 
     metrics = telemetry.Metrics()
     clusters = LocalClusters(config, state_dir, meter=metrics.meter, assets=assets, say=_say)
@@ -218,6 +225,8 @@ async def _start_unless_stopped(clusters: LocalClusters, stop: asyncio.Event) ->
 
 def _local_demo(args: argparse.Namespace) -> int:
     """Dispatch one Job across local clusters and print a summary."""
+    from multiqueue.local.demo import run_demo
+
     state_dir = Path(args.state_dir) if args.state_dir else None
     control_plane, assets = _control_plane(args, "embedded")
     try:
@@ -337,6 +346,7 @@ class _OperatorEndpoints:
     ) -> _OperatorEndpoints:
         """``settings``: where the config's settings sit, named in a line about an address in use."""
         from multiqueue import telemetry
+        from multiqueue.dashboard import server as dashboard
 
         metrics.observe_manager(manager)
         if controllers.job is not None:
