@@ -57,7 +57,7 @@ import aiohttp
 
 from multiqueue.api import pods
 from multiqueue.api.meta import annotations_of, as_dict, as_list, format_time, key_of, labels_of, metadata
-from multiqueue.api.types import CONFIGMAPS, PODS, SECRETS, Obj
+from multiqueue.api.types import CONFIGMAPS, NODES, PODS, SECRETS, Obj
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.errors import Conflict, KubeError, NotFound
 from multiqueue.kube.events import EventRecorder
@@ -74,7 +74,7 @@ from multiqueue.local.containers import (
     Step,
 )
 from multiqueue.local.kubeletapi import KubeletApi, KubeletAuth, LogRequestError
-from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming
+from multiqueue.local.node import NODE_IP, NodeAgent, NodeIdentity, NodeTiming, cordoned
 from multiqueue.local.podstatus import ContainerView, Ended, PodView, pod_status
 from multiqueue.local.probes import ProbeSpec, ProbeState
 from multiqueue.loop.controller import Controller
@@ -151,6 +151,14 @@ class LocalKubelet:
         # Events about pods, from the component and node upstream's kubelet names as their source.
         self.events = EventRecorder(client, "kubelet", host=node_name)
         self.pods: Informer = factory.informer(PODS)
+        # Where this kubelet binds pods itself, its own Node, watched: a cordon (kubectl drain) must stop binding
+        # before the drain's replacement pods come, and an uncordon lets the pods that waited meanwhile go.
+        self.own_node: Informer | None = None
+        if bind_pods:
+            self.own_node = factory.informer(NODES, field_selector=f"metadata.name={node_name}")
+            self.own_node.add_handlers(
+                Handlers(on_update=lambda old, new: self._admit_waiting() if cordoned(old) else None)
+            )
         self._running: dict[str, _Running] = {}
         self._background: set[asyncio.Task[None]] = set()
         handlers = Handlers(
@@ -363,8 +371,8 @@ class LocalKubelet:
         return len(self._running)
 
     async def _bind(self, pod: Obj) -> None:
-        if await self.node.cordoned():  # kubectl cordon or drain: bind nothing new here; look again shortly
-            return self.runner.add_after(key_of(pod), POD_RETRY)
+        if self.own_node is not None and cordoned(self.own_node.get(self.node_name)):
+            return  # bound once the node is uncordoned (the Node's handler admits the pods that wait)
         # Our embedded API server has no pods/binding: setting spec.nodeName of an unbound pod is its way.
         with contextlib.suppress(NotFound, Conflict):
             await self.client.patch(

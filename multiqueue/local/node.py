@@ -318,16 +318,6 @@ class NodeAgent:
                 delay = min(self.timing.retry, period())
             await asyncio.sleep(delay)
 
-    async def cordoned(self) -> bool:
-        """Whether the Node is marked unschedulable (``kubectl cordon``, ``kubectl drain``): a kubelet that binds
-        pods itself, where no scheduler runs, must bind no new pod here, as kube-scheduler would not. Read fresh
-        each time, so a drain's replacement pods never land on the node it empties."""
-        try:
-            node = await self.client.get(NODES, self.name)
-        except NotFound:
-            return False
-        return as_dict(node.get("spec")).get("unschedulable") is True
-
     async def update_status(self, force: bool = False, current: Obj | None = None) -> None:
         """Post the node's status when it differs from the Node's, or when the report period has passed."""
         assert self._facts is not None, "register first"
@@ -388,3 +378,9 @@ class NodeAgent:
                 }
                 await self.client.create(NAMESPACES, namespace)
             return await self.client.create(LEASES, body, NODE_LEASE_NAMESPACE)
+
+
+def cordoned(node: Obj | None) -> bool:
+    """Whether the Node is marked unschedulable (``kubectl cordon``, ``kubectl drain``): a kubelet that binds pods
+    itself, where no scheduler runs, binds no new pod there, as kube-scheduler would not."""
+    return node is not None and as_dict(node.get("spec")).get("unschedulable") is True
