@@ -563,13 +563,19 @@ def _camel(row: dict[str, Any]) -> dict[str, Any]:
     return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): v for k, v in row.items()}
 
 
+def _kind_and_name(config: ManagerConfig, job: str, failing: str) -> tuple[GenericJob | None, str]:
+    """``[TYPE/]NAME`` as kubectl takes it: the adapter of TYPE (None: batch/v1 Job) and NAME; an unknown TYPE is a
+    usage error that starts with ``failing``."""
+    type_name, _, name = job.rpartition("/")
+    try:
+        return (inspect.kind_named(config, type_name) if type_name else None), name
+    except inspect.UnknownKind as exc:
+        raise UsageError(f"{failing}: {exc}") from exc
+
+
 def _logs(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
-    type_name, _, name = args.job.rpartition("/")
-    try:
-        kind = inspect.kind_named(config, type_name) if type_name else None
-    except inspect.UnknownKind as exc:
-        raise UsageError(f"cannot read logs: {exc}") from exc
+    kind, name = _kind_and_name(config, args.job, "cannot read logs")
     options = joblogs.LogOptions(
         index=args.index,
         container=args.container,
@@ -604,11 +610,7 @@ def _explain(args: argparse.Namespace) -> int:
     if args.output not in (None, "json", "yaml"):
         raise UsageError(f"explain: -o takes json or yaml, not {args.output!r}")
     config, contexts = _reach(args)
-    type_name, _, name = args.job.rpartition("/")
-    try:
-        kind = inspect.kind_named(config, type_name) if type_name else None
-    except inspect.UnknownKind as exc:
-        raise UsageError(f"cannot explain: {exc}") from exc
+    kind, name = _kind_and_name(config, args.job, "cannot explain")
     try:
         shown = asyncio.run(inspect.explain(config, name, args.namespace, contexts, kind))
     except inspect.ExplainError as exc:
