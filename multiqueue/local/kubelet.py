@@ -678,8 +678,7 @@ class LocalKubelet:
             argv = ["nsenter", "--mount", f"--target={main}", "--", *argv]
         meta = metadata(pod)
         workdir = self.log_dir / str(meta["namespace"]) / str(meta["name"]) / "work"
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir)}
-        env |= self._environment(pod, container)
+        env = self._process_env(pod, container, workdir)
         try:
             child = await asyncio.create_subprocess_exec(
                 *argv,
@@ -727,11 +726,7 @@ class LocalKubelet:
             await asyncio.to_thread(record.fail_to_start, attempt, containers.START_ERROR_EXIT_CODE, problem)
             self.events.warning(pod, "Failed", f"Error: {problem}")
             return None
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workdir),
-            **self._environment(pod, container),
-        }
+        env = self._process_env(pod, container, workdir)
         log_path = folder / f"{container.get('name')}.log"
         try:
             return await asyncio.to_thread(containers.spawn, run_dir, argv, workdir, env, log_path)
@@ -776,6 +771,13 @@ class LocalKubelet:
         meta = metadata(pod)
         folder = self.log_dir / str(meta["namespace"]) / str(meta["name"])
         await asyncio.to_thread(volumes.release, folder, str(meta.get("uid")))
+
+    def _process_env(self, pod: Obj, container: Obj, workdir: Path) -> dict[str, str]:
+        """What a container's process (and its exec probes) runs with: the host's PATH, the pod's folder as HOME,
+        then the container's own environment."""
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir)} | self._environment(
+            pod, container
+        )
 
     def _environment(self, pod: Obj, container: Obj) -> dict[str, str]:
         meta = metadata(pod)
