@@ -346,7 +346,8 @@ def _wait(actions: Actions, placement: Placement, refused: dict[str, Rejection],
         latest = max(refused.values(), key=lambda r: r.at)
         actions.waiting = Waiting(_refusal_reason(latest), _rejected_message(latest))
     else:
-        actions.waiting = Waiting(placement.reason, placement.message, placement.candidates)
+        # Placement's line accounting for every worker, as kube-scheduler's Event does for every node.
+        actions.waiting = Waiting(placement.reason, placement.summary, placement.candidates)
     actions.events.append(_pending_event(actions.waiting))
     if refused:
         actions.requeue_after = max(0.0, min(r.retry_at() for r in refused.values()) - now)
@@ -414,7 +415,7 @@ def _redispatch(
     )
     if placement.worker is None:
         assert placement.reason is not None
-        message = f"worker {placed} is lost; {placement.message}"
+        message = f"worker {placed} is lost; {placement.summary}"
         actions.waiting = Waiting(placement.reason, message, placement.candidates)
         # It waits for its worker to come back, or for another to take it: that passes by itself.
         actions.events.append(Event(NORMAL, "Pending", message))

@@ -23,7 +23,7 @@ from multiqueue.dispatch.affinity import (
     parse_affinity,
 )
 from multiqueue.dispatch.mirror import CLUSTER_SELECTOR_ANNOTATION
-from multiqueue.dispatch.placement_filters import Asked, Verdict, verdicts
+from multiqueue.dispatch.placement_filters import Asked, Verdict, beyond, lacking, verdicts
 from multiqueue.dispatch.placement_scores import (
     LEAST_LOADED,
     ORDERED,
@@ -98,28 +98,6 @@ class WorkerView:
     capacity: dict[str, float] = dataclasses.field(default_factory=dict)
     # Kinds it cannot take: its API server does not serve them (their CRD is not installed there).
     missing_kinds: frozenset[str] = frozenset()
-
-
-def beyond(demand: dict[str, float], worker: WorkerView) -> str | None:
-    """The first thing ``worker`` could never give a Job asking ``demand``, even with nothing else running."""
-    if worker.max_jobs == 0:
-        return "maxJobs 0"
-    for resource, amount in sorted(demand.items()):
-        if resource in worker.capacity and amount > worker.capacity[resource] + 1e-9:
-            return resource
-    return None
-
-
-def lacking(demand: dict[str, float], worker: WorkerView) -> str | None:
-    """The first thing ``worker`` has too little of for a Job asking ``demand``, or None when it fits."""
-    if worker.held:
-        return "capacity held for higher-priority Jobs"
-    if worker.max_jobs is not None and worker.load >= worker.max_jobs:
-        return "jobs"
-    for resource, amount in sorted(demand.items()):
-        if resource in worker.free and amount > worker.free[resource] + 1e-9:
-            return resource
-    return None
 
 
 @dataclasses.dataclass(frozen=True)

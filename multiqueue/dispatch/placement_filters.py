@@ -113,18 +113,13 @@ def affinity(asked: Asked, worker: Worker) -> Verdict:
 
 def could_ever_fit(asked: Asked, worker: Worker) -> Verdict:
     """Whether the Job fits in all the worker has, with nothing else running there."""
-    if worker.max_jobs == 0:
-        return Verdict("CouldEverFit", "NeverFits", "takes no Jobs", "maxJobs 0")
-    for resource, amount in sorted(asked.demand.items()):
-        quota = worker.capacity.get(resource)
-        if quota is not None and amount > quota + EPSILON:
-            return Verdict(
-                "CouldEverFit",
-                "NeverFits",
-                f"asks more {resource} than it has in all",
-                f"{resource} {_n(quota)}",
-            )
-    return _passes("CouldEverFit")
+    what = beyond(asked.demand, worker)
+    if what is None:
+        return _passes("CouldEverFit")
+    if what == TAKES_NO_JOBS:
+        return Verdict("CouldEverFit", "NeverFits", "takes no Jobs", TAKES_NO_JOBS)
+    quota = _n(worker.capacity[what])
+    return Verdict("CouldEverFit", "NeverFits", f"asks more {what} than it has in all", f"{what} {quota}")
 
 
 def active(_asked: Asked, worker: Worker) -> Verdict:
@@ -135,19 +130,48 @@ def active(_asked: Asked, worker: Worker) -> Verdict:
 
 def fits_now(asked: Asked, worker: Worker) -> Verdict:
     """Whether the worker has room for the Job beside what runs there now."""
-    if worker.held:
+    what = lacking(asked.demand, worker)
+    if what is None:
+        return _passes("FitsNow")
+    if what == HELD:
         return Verdict("FitsNow", "NoCapacity", "holds its capacity for higher-ranked Jobs")
-    if worker.max_jobs is not None and worker.load >= worker.max_jobs:
+    if what == JOBS:
         return Verdict(
             "FitsNow", "NoCapacity", "has no capacity now", f"jobs {worker.load}/{worker.max_jobs}"
         )
-    for resource, amount in sorted(asked.demand.items()):
-        free = worker.free.get(resource)
-        if free is not None and amount > free + EPSILON:
-            quota = worker.capacity.get(resource, free)
-            used = _n(quota - free)
-            return Verdict("FitsNow", "NoCapacity", "has no capacity now", f"{resource} {used}/{_n(quota)}")
-    return _passes("FitsNow")
+    free = worker.free[what]
+    quota = worker.capacity.get(what, free)
+    return Verdict("FitsNow", "NoCapacity", "has no capacity now", f"{what} {_n(quota - free)}/{_n(quota)}")
+
+
+# What a worker lacks that is not a resource of its quota.
+TAKES_NO_JOBS: Final = "maxJobs 0"
+JOBS: Final = "jobs"
+HELD: Final = "capacity held for higher-priority Jobs"
+
+
+def beyond(demand: Mapping[str, float], worker: Worker) -> str | None:
+    """The first thing ``worker`` could never give a Job asking ``demand``, even with nothing else running:
+    TAKES_NO_JOBS or a resource of its quota."""
+    if worker.max_jobs == 0:
+        return TAKES_NO_JOBS
+    for resource, amount in sorted(demand.items()):
+        if resource in worker.capacity and amount > worker.capacity[resource] + EPSILON:
+            return resource
+    return None
+
+
+def lacking(demand: Mapping[str, float], worker: Worker) -> str | None:
+    """The first thing ``worker`` has too little of now for a Job asking ``demand`` (HELD, JOBS or a resource of
+    its quota), or None when it fits."""
+    if worker.held:
+        return HELD
+    if worker.max_jobs is not None and worker.load >= worker.max_jobs:
+        return JOBS
+    for resource, amount in sorted(demand.items()):
+        if resource in worker.free and amount > worker.free[resource] + EPSILON:
+            return resource
+    return None
 
 
 # In the order a worker's first failing verdict names it in the summary.

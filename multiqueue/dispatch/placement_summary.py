@@ -1,10 +1,11 @@
 """The one line that accounts for every configured worker of a Job that waits: how many could take it, then each
 reason with the count of workers it stops and their names, e.g. ``0/3 workers can take this Job: 2 have no
-capacity now (worker-1: cpu 3.5/4, worker-3: jobs 2/2), 1 does not match the selector (worker-2)``."""
+capacity now (worker-1: cpu 3.5/4, worker-3: jobs 2/2), 1 does not match the selector region=us (worker-2)``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from multiqueue.dispatch.placement_filters import Verdict
 
@@ -51,13 +52,19 @@ def summary(verdicts: Mapping[str, Sequence[Verdict]]) -> str:
 
 
 def _part(text: str, stopped: list[tuple[str, Verdict]]) -> str:
-    names = ", ".join(f"{name}: {v.detail}" if v.detail and _shows_detail(v) else name for name, v in stopped)
-    return f"{len(stopped)} {_plural(text) if len(stopped) > 1 else text} ({names})"
+    phrase = _plural(text) if len(stopped) > 1 else text
+    shared = stopped[0][1]
+    if shared.code in _SHARED_DETAIL and shared.detail:
+        # The pin or the selector is the Job's, the same for every worker: said once, after the phrase.
+        phrase = f"{phrase} {shared.detail}"
+    names = ", ".join(
+        f"{name}: {v.detail}" if v.detail and v.code not in _SHARED_DETAIL else name for name, v in stopped
+    )
+    return f"{len(stopped)} {phrase} ({names})"
 
 
-def _shows_detail(verdict: Verdict) -> bool:
-    """Numbers and health reasons are worth a name's room; the selector or the pin repeats for every worker."""
-    return verdict.code not in ("SelectorMismatch", "NotPinned")
+# Reasons whose detail is the Job's own term rather than the worker's numbers or health.
+_SHARED_DETAIL: Final = frozenset({"SelectorMismatch", "NotPinned"})
 
 
 def _plural(text: str) -> str:

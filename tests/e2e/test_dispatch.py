@@ -413,7 +413,9 @@ async def test_a_job_that_fits_nowhere_waits_for_capacity(dispatching_clusters: 
             ):
                 events = [event["object"]]
                 break
-    assert events[0]["message"] == "waiting for capacity: jobs"
+    assert events[0]["message"] == (
+        "0/2 workers can take this Job: 2 have no capacity now (worker-1: jobs 1/1, worker-2: jobs 1/1)"
+    )
     waiting = await management.get(JOBS, "three", "default")
     assert CLUSTER_LABEL not in (waiting["metadata"].get("labels") or {})
     await gate.open()

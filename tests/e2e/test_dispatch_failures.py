@@ -170,7 +170,10 @@ async def test_waiting_jobs_get_capacity_by_priority_then_age(dispatching_cluste
     urgent["spec"]["template"]["spec"]["priorityClassName"] = "high"
     await management.create(JOBS, urgent, "default")
     pending = await wait_for_event(management, "urgent", "Pending")
-    assert pending["message"] == "waiting for capacity: jobs"
+    assert pending["message"] == (
+        "0/2 workers can take this Job: 1 takes no Jobs (worker-2: maxJobs 0), "
+        "1 has no capacity now (worker-1: jobs 1/1)"
+    )
 
     await gate.open()
     await clusters.wait_for(JOBS, "default", "urgent", placed, within=60)
@@ -216,7 +219,10 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
     await management.get(NAMESPACES, "multiqueue-system")  # local up makes the manager's namespace
     await management.create(JOBS, managed("early", "true"), "default")
     waiting = await wait_for_event(management, "early", "NoWorker")
-    assert (waiting["type"], waiting["message"]) == ("Warning", "no worker")
+    assert (waiting["type"], waiting["message"]) == (
+        "Warning",
+        "0/0 workers can take this Job: no worker is configured",
+    )
 
     refused = worker_secret(
         "bad-worker",
@@ -252,7 +258,7 @@ async def test_a_worker_added_through_a_secret_takes_waiting_jobs_and_drains_whe
             await dispatcher.pool.changed.wait()
     await management.create(JOBS, managed("late", "true"), "default")
     late = await wait_for_event(management, "late", "NoWorker")
-    assert late["message"] == "no worker"
+    assert late["message"] == "0/0 workers can take this Job: no worker is configured"
     with pytest.raises(NotFound):
         await clusters.client("worker-2").get(JOBS, "late", "default")
 

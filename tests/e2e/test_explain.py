@@ -83,7 +83,9 @@ async def test_a_job_pinned_to_a_draining_worker_is_explained(dispatching_cluste
     pinned["metadata"]["labels"] = {PIN_LABEL: "worker-1"}
     await clusters.client().create(JOBS, pinned, "default")
     pending = await wait_for_event(clusters.client(), "pinned", "Pending")
-    assert pending["message"] == "pinned to worker worker-1, which is draining"
+    assert pending["message"] == (
+        "0/2 workers can take this Job: 1 is not the pinned worker worker-1 (worker-2), 1 is draining (worker-1)"
+    )
     shown = explain_in_manager(manager.read_model, "Job", "default/pinned")
     assert isinstance(shown, Explanation)
     assert (shown.state, shown.reason, shown.pinned) == ("Waiting", "WorkerDraining", "worker-1")
@@ -92,7 +94,7 @@ async def test_a_job_pinned_to_a_draining_worker_is_explained(dispatching_cluste
         "worker-2": [("NotPinned", "is not the pinned worker (worker-1)")],
     }
     assert shown.summary == (
-        "0/2 workers can take this Job: 1 is not the pinned worker (worker-2), 1 is draining (worker-1)"
+        "0/2 workers can take this Job: 1 is not the pinned worker worker-1 (worker-2), 1 is draining (worker-1)"
     )
 
 

@@ -100,7 +100,10 @@ async def test_a_job_no_worker_can_ever_fit_waits_with_a_warning_saying_so(
     await management.create(JOBS, huge, "default")
     warning = await wait_for_event(management, "huge", "NeverFits")
     assert warning["type"] == "Warning"
-    assert warning["message"] == "asks more than any worker has in all: worker-1 (cpu), worker-2 (cpu)"
+    assert (
+        warning["message"]
+        == "0/2 workers can take this Job: 2 ask more cpu than they have in all (worker-1: cpu 4, worker-2: cpu 4)"
+    )
     nowhere = managed("nowhere", "true")
     nowhere["metadata"]["annotations"] = {CLUSTER_SELECTOR_ANNOTATION: "region=mars"}
     await management.create(JOBS, nowhere, "default")
@@ -112,7 +115,7 @@ async def test_a_job_no_worker_can_ever_fit_waits_with_a_warning_saying_so(
         "-",
         "Waiting",
         "NoMatchingWorker",
-        "no worker matches selector region=mars",
+        "0/2 workers can take this Job: 2 do not match the selector region=mars (worker-1, worker-2)",
     )
 
 
@@ -126,7 +129,9 @@ async def test_a_pin_to_a_worker_that_does_not_exist_is_not_shown_as_placed(
     pinned["metadata"]["labels"] = {PIN_LABEL: "worker-9"}
     await management.create(JOBS, pinned, "default")
     warning = await wait_for_event(management, "pinned", "NoWorker")
-    assert warning["message"] == "pinned to worker worker-9, which is not configured"
+    assert warning["message"] == (
+        "0/2 workers can take this Job: 2 are not the pinned worker worker-9 (worker-1, worker-2)"
+    )
     waiting = await management.get(JOBS, "pinned", "default")
     assert CLUSTER_LABEL not in waiting["metadata"]["labels"], (
         "`kubectl get -L multiqueue.dev/cluster` shows none"

@@ -172,7 +172,10 @@ async def test_a_jobset_no_worker_can_ever_fit_waits_naming_every_worker(jobset_
     big["spec"]["replicatedJobs"] = [{**copy.deepcopy(workers), "name": name} for name in ("a", "b", "c")]
     await management.create(JOBSETS, big, "default")  # 3 replicated Jobs of 2 pods of 1 cpu: 6 cpu
     warning = await wait_for_event(management, "big", "NeverFits")
-    assert warning["message"] == "asks more than any worker has in all: worker-1 (cpu), worker-2 (cpu)"
+    assert (
+        warning["message"]
+        == "0/2 workers can take this Job: 2 ask more cpu than they have in all (worker-1: cpu 4, worker-2: cpu 4)"
+    )
     _, rows = await inspect.status(config, contexts)
     row = next(r for r in rows if r.key == "default/big")
     assert (row.kind, row.worker, row.state, row.reason) == ("JobSet", "-", "Waiting", "NeverFits")
@@ -300,7 +303,10 @@ async def test_a_worker_without_the_jobset_crd_takes_no_jobsets_but_still_takes_
         await management.create(JOBSETS, pinned, "default")
         warning = await wait_for_event(management, "pinned", "KindNotServed")
         assert warning["type"] == "Warning"
-        assert warning["message"] == "no worker serves JobSet: its CRD is missing on worker-1"
+        assert warning["message"] == (
+            "0/2 workers can take this Job: 1 is not the pinned worker worker-1 (worker-2), "
+            "1 does not serve JobSet (worker-1)"
+        )
 
         await management.create(JOBSETS, example(), "default")
         done = await clusters.wait_for(JOBSETS, "default", "sweep", has_condition("Completed"), within=90)
@@ -433,7 +439,10 @@ async def test_jobs_and_jobsets_share_a_workers_capacity(jobset_clusters: Cluste
     job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "200m"}}
     await management.create(JOBS, job, "default")
     waiting = await wait_for_event(management, "after", "Pending")
-    assert waiting["message"] == "waiting for capacity: cpu"
+    assert waiting["message"] == (
+        "0/2 workers can take this Job: 1 is not the pinned worker worker-1 (worker-2), "
+        "1 has no capacity now (worker-1: cpu 0.2/0.2)"
+    )
     config, contexts = clusters.reader()
     rows, _ = await inspect.status(config, contexts)
     assert {r.name: r.capacity for r in rows}["worker-1"] == {"cpu": (0.2, 0.2)}, "the JobSet's pod holds it"

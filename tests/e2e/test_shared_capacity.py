@@ -479,8 +479,14 @@ async def test_a_freed_slot_goes_to_the_higher_priority_job_first(shared_worker:
                     f"{name} waiting (a Pending Event)",
                 )
                 pending[name] = events_about(events, name, ["Pending"])[0]
+            full = (
+                f"jobs {MAX_JOBS}/{MAX_JOBS}"
+                if round_.bound == "jobs"
+                else f"cpu {CPU_QUOTA:g}/{CPU_QUOTA:g}"
+            )
             for name, event in pending.items():
-                assert event["message"] == f"waiting for capacity: {round_.bound}", (name, event["message"])
+                expected = f"0/1 workers can take this Job: 1 has no capacity now ({WORKER}: {full})"
+                assert event["message"] == expected, (name, event["message"])
             assert not any(f"{NAMESPACE}/{n}" in mirrors["Job"].latest for n in (low, high))
 
             # One blocker finishes: room for exactly one of the two.

@@ -307,7 +307,10 @@ def test_a_lost_worker_with_nowhere_to_go_waits_with_the_reason() -> None:
     actions = _decide(user, {}, only)
     assert actions.redispatch is None
     assert actions.waiting is not None
-    assert actions.waiting.message == "worker worker-2 is lost; no worker"
+    assert actions.waiting.message == (
+        "worker worker-2 is lost; 0/1 workers can take this Job: 1 refused this Job's mirror lately, or is lost "
+        "(worker-2)"
+    )
     assert [(e.reason, e.message) for e in actions.events] == [("Pending", actions.waiting.message)]
 
 
@@ -318,7 +321,9 @@ def test_a_selector_still_holds_when_a_job_moves() -> None:
     assert (
         actions.redispatch is None
         and actions.waiting is not None
-        and actions.waiting.message == "worker worker-2 is lost; no worker matches selector region=us"
+        and actions.waiting.message
+        == "worker worker-2 is lost; 0/3 workers can take this Job: 2 do not match the selector region=us "
+        "(worker-1, worker-3), 1 refused this Job's mirror lately, or is lost (worker-2)"
     )
 
 

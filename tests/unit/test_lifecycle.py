@@ -645,7 +645,9 @@ def test_a_jobgroup_counts_against_cpu_quotas(free: float, placed_on: str | None
         assert actions.hold == ("worker-1", {"cpu": 2.0})
     else:
         assert actions.waiting == Waiting(
-            WaitReason.NO_CAPACITY, "waiting for capacity: cpu", frozenset({"worker-1"})
+            WaitReason.NO_CAPACITY,
+            "0/1 workers can take this Job: 1 has no capacity now (worker-1: cpu 0/1.5)",
+            frozenset({"worker-1"}),
         )
 
 
@@ -734,7 +736,9 @@ def test_a_job_asking_more_than_any_worker_has_says_so_and_what_each_lacks() -> 
     workers = [view("worker-1", capacity={"cpu": 8.0}, free={"cpu": 8.0}), view("worker-2", max_jobs=0)]
     actions = run(user, workers=workers)
     assert actions.waiting == Waiting(
-        WaitReason.NEVER_FITS, "asks more than any worker has in all: worker-1 (cpu), worker-2 (maxJobs 0)"
+        WaitReason.NEVER_FITS,
+        "0/2 workers can take this Job: 1 asks more cpu than it has in all (worker-1: cpu 8), "
+        "1 takes no Jobs (worker-2: maxJobs 0)",
     )
 
 

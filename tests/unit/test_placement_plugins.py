@@ -164,7 +164,7 @@ def _v(text: str = "", detail: str = "", code: str = "X") -> tuple[Verdict, ...]
                 "worker-3": _v("does not match the selector", "region=eu", "SelectorMismatch"),
             },
             "0/3 workers can take this Job: 1 asks more cpu than it has in all (worker-2: cpu 4), "
-            "1 does not match the selector (worker-3), 1 has no capacity now (worker-1: cpu 3.5/4)",
+            "1 does not match the selector region=eu (worker-3), 1 has no capacity now (worker-1: cpu 3.5/4)",
             id="ties-in-the-phrases-order",
         ),
         pytest.param(
@@ -174,7 +174,7 @@ def _v(text: str = "", detail: str = "", code: str = "X") -> tuple[Verdict, ...]
         ),
         pytest.param(
             {"a": (Verdict("P", "NotPinned", "is not the pinned worker", "b"), Verdict("D", "Draining", "is draining")), "b": (Verdict("P"), Verdict("D", "Draining", "is draining"))},
-            "0/2 workers can take this Job: 1 is not the pinned worker (a), 1 is draining (b)",
+            "0/2 workers can take this Job: 1 is not the pinned worker b (a), 1 is draining (b)",
             id="first-failure-counts",
         ),
         pytest.param(
