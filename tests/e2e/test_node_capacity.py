@@ -152,9 +152,10 @@ async def test_job_pinned_to_the_worker_runs_once_the_outside_pod_is_gone(
         JOBS, managed("pinned", millicores(cores * 0.5), **{PIN_LABEL: "worker-1"}), "default"
     )
     pending = await wait_for_event(clusters.client(), "pinned", "Pending")
+    used = int(cores * 0.75 * 1000) / 1000
     assert pending["message"] == (
         "0/2 workers can take this Job: 1 is not the pinned worker worker-1 (worker-2), "
-        "1 has no capacity now (worker-1: cpu 1.5/2)"
+        f"1 has no capacity now (worker-1: cpu {round(used, 3):g}/{round(cores, 3):g})"
     )
     assert not placed(await clusters.client().get(JOBS, "pinned", "default"))
     await worker.delete(PODS, "hog", "default")
