@@ -36,9 +36,15 @@ def not_on_kind(e2e_provider: str) -> None:
 
 
 async def node_cpu(clusters: Clusters, worker: str) -> float:
-    """The allocatable cpu of the worker's Nodes, in cores."""
-    nodes, _ = await clusters.client(worker).list(NODES)
-    assert nodes, f"{worker} has no Node"
+    """The allocatable cpu of the worker's Nodes, in cores, once its kubelet has registered one."""
+    client = clusters.client(worker)
+    nodes, version = await client.list(NODES)
+    if not nodes:
+        async with asyncio.timeout(30):
+            async for event in client.watch(NODES, resource_version=version):
+                if event["type"] == "ADDED":
+                    break
+        nodes, _ = await client.list(NODES)
     return sum(parse_quantity(str(n["status"]["allocatable"]["cpu"])) or 0.0 for n in nodes)
 
 
