@@ -52,14 +52,18 @@ class LocalClusters:
         *,
         assets: Path | None = None,
         say: Callable[[str], None] | None = None,
+        disposable: bool = False,
     ) -> None:
         """``assets``: where the upstream binaries are (default: KUBEBUILDER_ASSETS, else the build cache);
-        ``say``: where progress lines of a slow start go (default: this module's logger)."""
+        ``say``: where progress lines of a slow start go (default: this module's logger); ``disposable``: the state
+        directory is thrown away after :meth:`stop` (a test's), so upstream control planes start and stop sooner
+        (multiqueue/local/upstream.py says how); the embedded server is the same either way."""
         self.config = config
         self.meter = meter
         self.state_dir = state_dir
         self.assets = assets
         self.say = say or log.info
+        self.disposable = disposable
         self.servers: dict[str, ApiServer] = {}  # embedded clusters
         self.control_planes: dict[str, UpstreamControlPlane] = {}  # upstream clusters
         self.components: dict[str, ClusterComponents] = {}
@@ -181,6 +185,7 @@ class LocalClusters:
                 _token(folder),
                 ports[cluster.name],
                 self.say,
+                disposable=self.disposable,
             )
         return planes
 

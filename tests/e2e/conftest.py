@@ -425,7 +425,8 @@ async def local_clusters(
         clusters=[LocalCluster(name="management", kubelet="process")],
         control_plane=request.getfixturevalue("control_plane"),
     )
-    clusters = LocalClusters(config, tmp_path / "state")
+    # The state is the scenario's alone and goes with tmp_path: upstream clusters start and stop sooner so.
+    clusters = LocalClusters(config, tmp_path / "state", disposable=True)
     await clusters.start()
     clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
     scenario = Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
@@ -459,7 +460,8 @@ async def dispatching_clusters(
         manager=LocalManager.model_validate({"workers": workers, **extra}),
         control_plane=request.getfixturevalue("control_plane"),
     )
-    clusters = LocalClusters(config, tmp_path / "state")
+    # The state is the scenario's alone and goes with tmp_path: upstream clusters start and stop sooner so.
+    clusters = LocalClusters(config, tmp_path / "state", disposable=True)
     await clusters.start()
     clients = {name: c.client for name, c in clusters.components.items() if c.client is not None}
     scenario = Clusters(clients, clusters.kubeconfig_path, clusters, e2e_provider)
