@@ -14,6 +14,7 @@ import pytest
 from multiqueue import cli
 from multiqueue.dispatch import inspect
 from multiqueue.dispatch.explain import Explanation
+from multiqueue.local import upstream
 from tests.support.processes import REPO
 
 # Loaded by the commands that need them (validate, logs, the local clusters, the manager), never by explain.
@@ -23,7 +24,8 @@ NOT_FOR_EXPLAIN = (
     "multiqueue.dashboard",
     "multiqueue.dispatch.joblogs",
     "multiqueue.dispatch.manager",
-    "multiqueue.local.up",
+    "multiqueue.local",
+    "cryptography",
 )
 
 
@@ -39,6 +41,21 @@ def test_the_cli_imports_none_of_the_modules_explain_does_not_use() -> None:
     assert "multiqueue.dispatch.inspect" in shown
     loaded = [m for m in shown if any(m == n or m.startswith(n + ".") for n in NOT_FOR_EXPLAIN)]
     assert loaded == []
+
+
+@pytest.mark.parametrize("command", [["local", "up"], ["local", "demo"]])
+def test_help_of_the_local_commands_names_the_upstream_build_command_and_cache(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filled in when help is printed, from the module that starts control planes."""
+    monkeypatch.setenv(upstream.CACHE_VARIABLE, "/cache/100%")
+    monkeypatch.setenv("COLUMNS", "500")
+    with pytest.raises(SystemExit):
+        cli.main([*command, "--help"])
+    shown = capsys.readouterr().out
+    assert f"(built by `{upstream.BUILD_COMMAND}`)" in shown
+    assert f"else {upstream.cache_dir()})" in shown
+    assert "/cache/100%/" in shown
 
 
 def _config(tmp_path: Path) -> str:
