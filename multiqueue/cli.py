@@ -8,30 +8,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import errno
+import gc
 import json
 import os
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import yaml
 
 from multiqueue import __version__, completion
-from multiqueue.api import manifests
 from multiqueue.api.durations import human_duration
-from multiqueue.dispatch import inspect, joblogs
+from multiqueue.dispatch import inspect
 from multiqueue.dispatch.config import ConfigError, ManagerConfig, load_manager_config, yaml_problem
 from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.local.config import ControlPlane, LocalConfig, load_local_config
-from multiqueue.local.upstream import BUILD_COMMAND, ControlPlaneError, MissingBinaries, cache_dir
 from multiqueue.loop.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -40,7 +39,9 @@ if TYPE_CHECKING:
     from multiqueue import telemetry
     from multiqueue.controllers.embedded import EmbeddedControllers
     from multiqueue.dashboard import server as dashboard
+    from multiqueue.dispatch import joblogs
     from multiqueue.dispatch.manager import Manager
+    from multiqueue.local.config import ControlPlane, LocalConfig
     from multiqueue.local.up import LocalClusters
 
 USAGE_ERROR = 2
@@ -56,8 +57,35 @@ class UsageError(Exception):
     """Bad input from the person at the keyboard: printed as one line, exit status 2."""
 
 
+# Stand-ins in help text for facts of the upstream control plane, filled in only when help is printed.
+BUILD_COMMAND_HELP = "{upstream build command}"
+CACHE_DIR_HELP = "{upstream cache folder}"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help text with the upstream control plane's build command and cache folder, which come from the module
+    that starts control planes: imported when help is printed, not by every command (explain starts sooner)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text is None or (BUILD_COMMAND_HELP not in text and CACHE_DIR_HELP not in text):
+            return text
+        from multiqueue.local import upstream
+
+        for stand_in, fact in (
+            (BUILD_COMMAND_HELP, upstream.BUILD_COMMAND),
+            (CACHE_DIR_HELP, upstream.cache_dir()),
+        ):
+            text = text.replace(stand_in, str(fact).replace("%", "%%"))
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse prints the whole usage on an error; we print one line naming the problem."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
@@ -67,7 +95,10 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """Check manifests against the batch/v1 rules the API server enforces, without a cluster."""
+    """Check manifests against the batch/v1 rules the API server enforces, without a cluster (the rules imported
+    here: no other command needs them)."""
+    from multiqueue.api import manifests
+
     failures = 0
     checked = 0
     for path in args.files:
@@ -141,6 +172,8 @@ def _control_plane(args: argparse.Namespace, configured: ControlPlane) -> tuple[
 
 def _local_up(args: argparse.Namespace) -> int:
     """Serve the local clusters until SIGINT or SIGTERM."""
+    from multiqueue.local.config import load_local_config
+
     try:
         config = load_local_config(Path(args.config) if args.config else None)
     except ConfigError as exc:
@@ -153,6 +186,7 @@ def _local_up(args: argparse.Namespace) -> int:
 async def _serve_local(config: LocalConfig, state_dir: Path, assets: Path | None = None) -> int:
     from multiqueue import telemetry
     from multiqueue.local.up import LocalClusters
+    from multiqueue.local.upstream import ControlPlaneError, MissingBinaries
 
     metrics = telemetry.Metrics()
     clusters = LocalClusters(config, state_dir, meter=metrics.meter, assets=assets, say=_say)
@@ -226,6 +260,7 @@ async def _start_unless_stopped(clusters: LocalClusters, stop: asyncio.Event) ->
 def _local_demo(args: argparse.Namespace) -> int:
     """Dispatch one Job across local clusters and print a summary."""
     from multiqueue.local.demo import run_demo
+    from multiqueue.local.upstream import ControlPlaneError, MissingBinaries
 
     state_dir = Path(args.state_dir) if args.state_dir else None
     control_plane, assets = _control_plane(args, "embedded")
@@ -258,13 +293,13 @@ def _add_control_plane_arguments(parser: argparse.ArgumentParser, default: str) 
         "--control-plane",
         choices=("embedded", "upstream"),
         help="what serves each cluster: multiqueue's embedded API server and controllers, or upstream etcd, "
-        "kube-apiserver, kube-controller-manager and kube-scheduler (built by `" + BUILD_COMMAND + "`); "
+        "kube-apiserver, kube-controller-manager and kube-scheduler (built by `" + BUILD_COMMAND_HELP + "`); "
         f"default: {default}",
     )
     parser.add_argument(
         "--assets",
         metavar="DIR",
-        help=f"the folder of the upstream binaries (default: $KUBEBUILDER_ASSETS, else {cache_dir()})",
+        help=f"the folder of the upstream binaries (default: $KUBEBUILDER_ASSETS, else {CACHE_DIR_HELP})",
     )
 
 
@@ -423,10 +458,25 @@ def _kubectl_kubeconfig(explicit: str | None) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection while a command reads the clusters once to print an answer: the thousands of objects
+    a list of Jobs brings hold no reference cycles, yet collections among them cost as much as decoding them, and
+    the process ends soon after (its memory goes back then)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _status(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
     try:
-        workers, jobs_rows = asyncio.run(inspect.status(config, contexts))
+        with _collector_paused():
+            workers, jobs_rows = asyncio.run(inspect.status(config, contexts))
     except KubeconfigError as exc:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
     except (KubeError, OSError) as exc:
@@ -574,6 +624,8 @@ def _kind_and_name(config: ManagerConfig, job: str, failing: str) -> tuple[Gener
 
 
 def _logs(args: argparse.Namespace) -> int:
+    from multiqueue.dispatch import joblogs
+
     config, contexts = _reach(args)
     kind, name = _kind_and_name(config, args.job, "cannot read logs")
     options = joblogs.LogOptions(
@@ -612,7 +664,8 @@ def _explain(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
     kind, name = _kind_and_name(config, args.job, "cannot explain")
     try:
-        shown = asyncio.run(inspect.explain(config, name, args.namespace, contexts, kind))
+        with _collector_paused():
+            shown = asyncio.run(inspect.explain(config, name, args.namespace, contexts, kind))
     except inspect.ExplainError as exc:
         raise RuntimeFailure(str(exc)) from exc
     except KubeconfigError as exc:
@@ -662,6 +715,8 @@ async def _follow_logs(
     contexts: Path | None,
     kind: GenericJob | None,
 ) -> int:
+    from multiqueue.dispatch import joblogs
+
     async for prefix, line in joblogs.follow_logs(config, job, namespace, options, contexts, kind):
         print(f"[{prefix}] {line}", flush=True)
     return 0

@@ -13,9 +13,9 @@ workers more than those placed. Once it tracks all N and has placed what it can:
 2. ``from_clusters``: ``inspect.explain``, what the command runs: it reads the Job, lists the management cluster's
    Jobs that carry a worker's label to count what each worker's Jobs use, and asks each worker whether it
    answers, over a few calls (the waiting Job); its answer is checked to be the read model's;
-3. ``cli``: ``multiqueue explain JOB --config FILE`` once, as a subprocess, end to end (Python start-up, imports,
-   the reads of 2, printing the table); ``multiqueue explain --help`` once too, which is start-up and imports
-   alone.
+3. ``cli``: ``multiqueue explain JOB --config FILE`` as a subprocess, end to end (Python start-up, imports, the
+   reads of 2, printing the table), and ``multiqueue explain --help``, which is start-up and imports alone, a few
+   times each (the median is recorded; the machine's load average too, as the figures vary with it).
 
 Run: ``python -m tests.bench.explain [--jobs N] [--profile FOLDER]``; figures go to tests/bench/results.json under
 ``explain/<N> jobs``.
@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import os
 import signal
 import sys
 import tempfile
@@ -53,6 +54,9 @@ from tests.bench.dispatch_scale import SENDERS, Process, connect, create_all, jo
 WORKERS = ("worker-1", "worker-2")
 IN_MANAGER_CALLS = 300
 FROM_CLUSTERS_CALLS = 5
+# Runs of the command (and of its start-up alone), whose median is recorded: one run on a shared machine can take
+# several times another.
+CLI_RUNS = 5
 
 
 def asking(name: str, cpu: str, suspended: bool = False) -> dict[str, Any]:
@@ -185,7 +189,13 @@ async def from_clusters_profiled(reader: ManagerConfig, name: str, folder: Path)
     profiler.dump_stats(folder / "from_clusters.pstats")
 
 
+def load_average() -> list[float]:
+    """The machine's load over the last 1, 5 and 15 minutes: on a shared machine, the figures vary with it."""
+    return [round(load, 2) for load in os.getloadavg()]
+
+
 async def main(total: int, results: Path, profile: Path | None = None) -> None:
+    load_at_start = load_average()
     done, bodies, explained = workload(total)
     placed = sum(1 for b in bodies if b["metadata"]["name"].startswith("placed-"))
     with tempfile.TemporaryDirectory(prefix="multiqueue-bench-") as folder:
@@ -232,8 +242,13 @@ async def main(total: int, results: Path, profile: Path | None = None) -> None:
             agree = waiting is not None and read.as_dict() == waiting.as_dict()
             if profile is not None:
                 await from_clusters_profiled(reader, explained["waiting"], profile)
-            cli_seconds = await cli_once(explained["waiting"], "--config", str(base / "manager.yaml"))
-            startup_seconds = await cli_once("--help")
+            cli_seconds, startup_seconds = [], []
+            for _ in range(CLI_RUNS):
+                cli_seconds.append(
+                    await cli_once(explained["waiting"], "--config", str(base / "manager.yaml"))
+                )
+                startup_seconds.append(await cli_once("--help"))
+            load_at_end = load_average()
         finally:
             await manager.stop()
             await management.close()
@@ -257,13 +272,17 @@ async def main(total: int, results: Path, profile: Path | None = None) -> None:
                 "max_ms": round(max(from_clusters) * 1000, 1),
                 "calls": len(from_clusters),
             },
-            "cli_end_to_end_ms": round(cli_seconds * 1000, 1),
-            "cli_startup_ms": round(startup_seconds * 1000, 1),
+            "cli_end_to_end_ms": round(percentile(cli_seconds, 50) * 1000, 1),
+            "cli_end_to_end_max_ms": round(max(cli_seconds) * 1000, 1),
+            "cli_startup_ms": round(percentile(startup_seconds, 50) * 1000, 1),
+            "cli_startup_max_ms": round(max(startup_seconds) * 1000, 1),
+            "cli_runs": CLI_RUNS,
             "decisions": decisions,
             "from_clusters_same_as_in_manager": agree,
+            "load_average": {"at_start": load_at_start, "after_cli": load_at_end},
             "note": "embedded clusters, each a local up process; the manager in the bench's process; from_clusters "
             "and cli explain a waiting Job; cli_end_to_end includes Python start-up and imports, which cli_startup "
-            "(multiqueue explain --help) measures alone",
+            "(multiqueue explain --help) measures alone, each the median of cli_runs runs",
         },
         results,
     )
