@@ -52,9 +52,9 @@ async def test_a_job_no_worker_can_fit_is_explained_worker_by_worker(dispatching
     huge["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "64"}}
     await clusters.client().create(JOBS, huge, "default")
     warning = await wait_for_event(clusters.client(), "huge", "NeverFits")
-    assert warning["type"] == "Warning"
-    shown = await explained(clusters, "huge")
     line = "0/2 workers can take this Job: 2 ask more cpu than they have in all (worker-1: cpu 4, worker-2: cpu 4)"
+    assert (warning["type"], warning["message"]) == ("Warning", line)
+    shown = await explained(clusters, "huge")
     assert (shown["state"], shown["reason"], shown["summary"]) == ("Waiting", "NeverFits", line)
     assert shown["decision"] == f"waiting: {line}"
     # Every filter's verdict: neither could ever take it, and neither has room now.
