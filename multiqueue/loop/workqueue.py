@@ -6,7 +6,8 @@
 - A key scheduled for later (``add_after``) waits there once: a second ``add_after`` can only bring it earlier,
   as client-go's delaying queue does, so a burst of changes coalesced through ``add_after`` is handled once.
 - ``add(key, first=True)`` puts a key ahead of those added without it (a change someone is waiting to see, such as
-  a Job's end, need not wait behind a backlog of new work); each group keeps its own order.
+  a Job's end, need not wait behind a backlog of new work); each group keeps its own order. A key a worker has
+  goes ahead once that worker is done.
 - Failed keys come back after a per-key exponential back-off (5 ms doubling to 1000 s); success forgets it
   (:class:`multiqueue.loop.ratelimit.ExponentialBackoff`).
 
@@ -104,6 +105,8 @@ class WorkQueue(Generic[K]):
         # which is skipped when it comes up (the key was handed out, or is being worked on).
         self._first: collections.deque[K] = collections.deque()
         self._ahead: set[K] = set()
+        # Keys added with first=True while a worker had them: they go ahead, not behind the queue, once it is done.
+        self._ahead_when_done: set[K] = set()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delays: _Delays[K] = _Delays(self._add_due)
@@ -134,6 +137,8 @@ class WorkQueue(Generic[K]):
     def add(self, key: K, first: bool = False) -> None:
         if self._shutting_down:
             return
+        if first and key in self._processing:
+            self._ahead_when_done.add(key)
         if key in self._dirty:
             if first and key not in self._processing and key not in self._ahead:
                 self._ahead.add(key)
@@ -198,8 +203,12 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         self._processing.discard(key)
+        ahead = key in self._ahead_when_done
+        self._ahead_when_done.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            if ahead:
+                self._ahead.add(key)
+            (self._first if ahead else self._queue).append(key)
             self._wakeup.set()
         self._note_state()
 
@@ -212,6 +221,7 @@ class WorkQueue(Generic[K]):
         self._queue.clear()
         self._first.clear()
         self._ahead.clear()
+        self._ahead_when_done.clear()
         self._delays.clear()
         self._wakeup.set()
 

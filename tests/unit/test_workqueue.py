@@ -74,6 +74,29 @@ async def test_a_key_in_flight_added_first_waits_for_its_worker() -> None:
     assert not queue.busy
 
 
+@pytest.mark.parametrize("added_before", [False, True], ids=["added-first-only", "added-then-added-first"])
+async def test_a_key_added_first_while_in_flight_goes_ahead_of_the_backlog_when_done(
+    added_before: bool,
+) -> None:
+    """A Job that finishes while its own sync runs must not wait behind a burst of new Jobs."""
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    assert await queue.get() == "a"
+    for key in ("b", "c"):
+        queue.add(key)
+    if added_before:
+        queue.add("a")
+    queue.add("a", first=True)
+    queue.done("a")
+    assert [await queue.get() for _ in range(3)] == ["a", "b", "c"]
+    for key in "abc":
+        queue.done(key)
+    assert not queue.busy
+    queue.add("d")
+    queue.add("a")
+    assert await queue.get() == "d", "the wish to go first ends with the sync it was made for"
+
+
 async def test_workers_never_run_one_key_concurrently_and_lose_no_add() -> None:
     queue: WorkQueue[int] = WorkQueue("t")
     running: set[int] = set()
