@@ -75,7 +75,7 @@ async def test_cheap_workers_leave_the_managers_own_cost_at_a_steady_rate(tmp_pa
     served = run["served_per_job"]["worker-1"]
     assert served["PATCH jobs/status"] == 1.0, "the status writer finishes each mirror with one write"
     assert not any("pods" in what for what in served), "a cheap worker runs no Job controller and no kubelet"
-    assert {"worker-1-writer", "worker-2-writer"} <= set(run["cpu_seconds_by_process"])
+    assert run["status_writers"] == "bench" and run["bench_cpu_seconds"] > 0
     on_workers = run["manager_requests_per_job_by_verb"]["workers"]
     assert on_workers["POST"] == on_workers["DELETE"] == 1.0, "one create and one delete per mirror"
     assert 0 < run["dispatch_latency"]["p50_ms"] <= run["dispatch_latency"]["p99_ms"]
