@@ -25,8 +25,9 @@ The server validates it under the Job status rules (startTime before completionT
 with Complete, no pod left active or uncounted), as it would the controller's write. A mirror deleted before its
 write is skipped.
 
-Run beside a benchmark, one process per worker: ``python -m tests.bench.status_writer --kubeconfig FILE --context
-NAME [--origin multiqueue]``; it prints ``writing statuses`` once its watch is open.
+tests/bench/dispatch_scale.py (``--workers-mode cheap``) runs one :class:`StatusWriter` per worker as tasks of its
+own, or one process per worker (``--writers process``): ``python -m tests.bench.status_writer --kubeconfig FILE
+--context NAME [--origin multiqueue]``, which prints ``writing statuses`` once it has listed the mirrors there.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ async def test_cheap_workers_leave_the_managers_own_cost_at_a_steady_rate(tmp_pa
         "--duration",
     ]
     await run_to_the_end([*argv, "1", "--results", str(results)])
-    run = json.loads(results.read_text())["dispatch_scale/embedded/cheap/8 per s for 1 s/2 workers"]
+    run = json.loads(results.read_text())["dispatch_scale_cheap/embedded/8 per s for 1 s/2 workers"]
     assert run["jobs"] == 8 and sum(run["completed_per_second"]) == 8
     assert run["workers_mode"] == "cheap" and run["rate_per_s"] == 8
     served = run["served_per_job"]["worker-1"]
