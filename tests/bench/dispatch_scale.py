@@ -553,6 +553,11 @@ def arguments() -> argparse.Namespace:
         "--results", type=Path, default=RESULTS, help="the results file (default: %(default)s)"
     )
     options = parser.parse_args()
+    if options.workers_mode == "cheap" and options.control_plane == "upstream":
+        # An upstream cluster runs kube-controller-manager, whose Job controller would run the mirrors too.
+        parser.error(
+            "--workers-mode cheap takes embedded workers: an upstream one runs its own Job controller"
+        )
     if (options.rate is None) != (options.duration is None):
         parser.error("--rate and --duration go together")
     if options.rate is not None and (options.rate <= 0 or options.duration <= 0):
