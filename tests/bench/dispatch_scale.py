@@ -1,16 +1,29 @@
-"""The dispatcher at scale, deployed as it runs for real: every cluster a ``multiqueue local up`` process of its own
-(workers simulate 0 s pods), the manager a ``multiqueue manager`` process, the load from this one.
+"""The dispatcher at scale, deployed as it runs for real: every cluster a ``multiqueue local up`` process of its own,
+the manager a ``multiqueue manager`` process, the load from this one.
+
+Two kinds of worker. ``--workers-mode full`` (the default): each worker runs the embedded Job controller and a
+kubelet that simulates 0 s pods, so the run measures the whole system, which the workers' work dominates.
+``--workers-mode cheap``: each worker is an API server alone (no Job controller, no kubelet) and a status writer
+(tests/bench/status_writer.py) finishes each mirror with the one status write a Job controller would make for a
+one-pod Job that succeeded at once; what is left is the manager's own cost per Job. The writers run as tasks of the
+bench (``--writers bench``, the default: with 1,000 Jobs on 2 workers the bench spent 1.8 CPU seconds in 25 s, its
+writers included, so it is not what bounds the run, and one process fewer per worker leaves the cores to the
+manager) or one process per worker (``--writers process``: 1.2 CPU seconds in the bench, 1.2 more in the writers).
 
 One run: the raw create rate of the same servers first (Jobs no controller acts on, created as fast as the bench can
-send them), then N Jobs submitted at once to the management cluster and followed until each is Complete there and
-its mirror and finalizer are gone (``mirrorTTLSecondsAfterFinished: 0``, so cleanup falls inside the run and its
-requests are counted). Figures: Jobs/s, dispatch/create ratio, status-sync latency (mirror Complete on the worker ->
-user Job Complete) with its CDF, Jobs finished per second over time, the manager's CPU seconds, RSS per tracked Job,
-and the manager's own requests per Job from its ``rest_client_requests_total`` (by host: management, workers),
+send them), then N Jobs submitted to the management cluster, all at once (``--jobs N``) or at a steady rate
+(``--rate R --duration S``: R Jobs a second for S seconds), and followed until each is Complete there and its
+mirror and finalizer are gone (``mirrorTTLSecondsAfterFinished: 0``, so cleanup falls inside the run and its
+requests are counted). Figures: Jobs/s, dispatch/create ratio, dispatch latency (the user's Job created -> its
+mirror seen on a worker), status-sync latency (mirror Complete on the worker -> user Job Complete) with its CDF,
+Jobs finished per second over time, the manager's CPU seconds and ms per Job, RSS per tracked Job, and the
+manager's own requests per Job from its ``rest_client_requests_total`` (by cluster: management, workers; by verb),
 Events apart.
 
-Run: ``python -m tests.bench.dispatch_scale [--jobs N] [--workers W] [--control-plane embedded|upstream]``; the
-figures go to tests/bench/results.json under ``dispatch_scale/<control plane>/<N> jobs/<W> workers``.
+Run: ``python -m tests.bench.dispatch_scale [--jobs N | --rate R --duration S] [--workers W]
+[--workers-mode full|cheap] [--control-plane embedded|upstream]``; the figures go to tests/bench/results.json under
+``dispatch_scale/<control plane>/<load>/<W> workers`` (cheap workers: ``dispatch_scale_cheap/...``), the load being
+``<N> jobs`` or ``<R> per s for <S> s``.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from multiqueue.api import jobs
 from multiqueue.api.types import EVENTS, JOBS, NAMESPACES
 from multiqueue.kube.client import ClientOptions, KubeClient
 from tests.bench.common import RESULTS, percentile, record, summary_ms
+from tests.bench.status_writer import StatusWriter
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
 FINALIZER = "dispatch.multiqueue.dev/multiqueue"
@@ -43,6 +57,26 @@ FINALIZER = "dispatch.multiqueue.dev/multiqueue"
 UNLIMITED = ClientOptions(qps=0, burst=1, request_timeout=120.0)
 SENDERS = 64  # creates in flight at once
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Load:
+    """How the Jobs arrive: ``jobs`` at once, or ``rate`` a second for ``duration`` seconds."""
+
+    jobs: int
+    rate: float | None = None
+    duration: float | None = None
+
+    @classmethod
+    def steady(cls, rate: float, duration: float) -> Load:
+        return cls(max(1, round(rate * duration)), rate, duration)
+
+    @property
+    def name(self) -> str:
+        if self.rate is None:
+            return f"{self.jobs} jobs"
+        return f"{self.rate:g} per s for {self.duration:g} s"
 
 
 def job(name: str, managed_by: str = MANAGED_BY) -> dict[str, Any]:
@@ -76,10 +110,11 @@ class Process:
         return int(found.group(1)) * 1024 if found else 0
 
 
-async def start(args: list[str], ready: str, log: Path, within: float) -> Process:
-    """A multiqueue command, once it prints ``ready``; its output is read on so a full pipe never blocks it."""
+async def start(args: list[str], ready: str, log: Path, within: float, module: str = "multiqueue") -> Process:
+    """A multiqueue command (or another module of this repository), once it prints ``ready``; its output is read on
+    so a full pipe never blocks it."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "multiqueue", *args, stdout=asyncio.subprocess.PIPE, stderr=log.open("ab")
+        sys.executable, "-m", module, *args, stdout=asyncio.subprocess.PIPE, stderr=log.open("ab"), cwd=REPO
     )
     assert process.stdout is not None
     async with asyncio.timeout(within):
@@ -95,10 +130,12 @@ async def start(args: list[str], ready: str, log: Path, within: float) -> Proces
 
 @dataclass
 class Run:
-    """What the watches saw: when each Job finished on the management cluster and on its worker, and when it was
-    all gone (finalizer off the user's Job, mirror deleted)."""
+    """What the watches saw: when each Job was created, when its mirror appeared, when it finished on the management
+    cluster and on its worker, and when it was all gone (finalizer off the user's Job, mirror deleted)."""
 
     names: set[str]
+    created: dict[str, float] = field(default_factory=dict)
+    mirror_added: dict[str, float] = field(default_factory=dict)
     user_done: dict[str, float] = field(default_factory=dict)
     mirror_done: dict[str, float] = field(default_factory=dict)
     released: set[str] = field(default_factory=set)
@@ -140,6 +177,8 @@ async def follow_mirrors(client: KubeClient, version: str, run: Run) -> None:
         obj, name = event["object"], event["object"]["metadata"]["name"]
         if name not in run.names:
             continue
+        if name not in run.mirror_added:
+            run.mirror_added[name] = time.perf_counter()
         if name not in run.mirror_done and jobs.is_complete(obj):
             run.mirror_done[name] = time.perf_counter()
         if event["type"] == "DELETED":
@@ -147,17 +186,38 @@ async def follow_mirrors(client: KubeClient, version: str, run: Run) -> None:
             run.check()
 
 
-async def create_all(client: KubeClient, bodies: list[dict[str, Any]], namespace: str) -> float:
-    """Create every body with SENDERS requests in flight; the seconds it took."""
+async def create_all(
+    client: KubeClient, bodies: list[dict[str, Any]], namespace: str, created: dict[str, float] | None = None
+) -> float:
+    """Create every body with SENDERS requests in flight; the seconds it took. ``created``: when each answer came."""
     queue = iter(bodies)
 
     async def sender() -> None:
         for body in queue:
             await client.create(JOBS, body, namespace)
+            if created is not None:
+                created[body["metadata"]["name"]] = time.perf_counter()
 
     began = time.perf_counter()
     await asyncio.gather(*(sender() for _ in range(SENDERS)))
     return time.perf_counter() - began
+
+
+async def create_steadily(
+    client: KubeClient, bodies: list[dict[str, Any]], namespace: str, rate: float, created: dict[str, float]
+) -> None:
+    """Create one body every 1/``rate`` seconds on a fixed schedule, however long each create takes."""
+    began = time.perf_counter()
+
+    async def one(body: dict[str, Any]) -> None:
+        await client.create(JOBS, body, namespace)
+        created[body["metadata"]["name"]] = time.perf_counter()
+
+    sending: list[asyncio.Task[None]] = []
+    for i, body in enumerate(bodies):
+        await asyncio.sleep(max(0.0, began + i / rate - time.perf_counter()))
+        sending.append(asyncio.create_task(one(body)))
+    await asyncio.gather(*sending)
 
 
 async def manager_requests(url: str) -> dict[tuple[str, str, str], int]:
@@ -186,17 +246,19 @@ async def served(client: KubeClient) -> dict[str, int]:
     return found
 
 
-async def settled(url: str) -> dict[tuple[str, str, str], int]:
-    """The manager's request counts once they stop moving: the watch that saw the last write can be ahead of the
-    manager counting the answer to it."""
+async def settled(url: str, within: float) -> tuple[dict[tuple[str, str, str], int], bool]:
+    """The manager's request counts once they stop moving (the watch that saw the last write can be ahead of the
+    manager counting the answer to it, and its Events are written after the Jobs are done), and whether they did
+    within ``within`` seconds: if not, the last counts."""
     last = await manager_requests(url)
-    async with asyncio.timeout(30):
-        while True:
-            await asyncio.sleep(0.5)
-            now = await manager_requests(url)
-            if now == last:
-                return now
-            last = now
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        now = await manager_requests(url)
+        if now == last:
+            return now, True
+        last = now
+    return last, False
 
 
 def server_of(kubeconfig: Path) -> str:
@@ -243,24 +305,54 @@ async def profile(
     return recorders
 
 
+def cluster_of(name: str, workers_mode: str, capacity_pods: int) -> dict[str, Any]:
+    """A ``local up`` cluster: the management cluster runs no pods; a full worker simulates 0 s pods; a cheap one
+    is an API server alone."""
+    if name == "management":
+        return {"name": name, "kubelet": "none", "capacityPods": capacity_pods}
+    if workers_mode == "cheap":
+        return {"name": name, "kubelet": "none", "controllers": []}
+    return {"name": name, "kubelet": "simulate", "capacityPods": capacity_pods}
+
+
+def per_verb(
+    sent: dict[tuple[str, str, str], int], management_host: str, posted: int, jobs_total: int
+) -> Any:
+    """The manager's requests per Job, by cluster then verb; the management cluster's Events (POSTs) apart."""
+    counts: dict[str, dict[str, int]] = {"management": {}, "workers": {}}
+    for (_, host, method), n in sent.items():
+        where = counts["management" if host == management_host else "workers"]
+        where[method] = where.get(method, 0) + n
+    if posted:
+        counts["management"]["POST"] = counts["management"].get("POST", 0) - posted
+    return {
+        where: {verb: round(n / jobs_total, 2) for verb, n in sorted(verbs.items()) if n > 0}
+        for where, verbs in counts.items()
+    }
+
+
 async def main(
-    jobs_total: int,
+    load: Load,
     workers: int,
     control_plane: str,
     flames: Path | None = None,
     raw: bool = False,
     results: Path = RESULTS,
+    workers_mode: str = "full",
+    writers: str = "bench",
 ) -> None:
+    jobs_total = load.jobs
     base = Path(tempfile.mkdtemp(prefix="mq-bench-scale-"))
     names = [f"worker-{i}" for i in range(1, workers + 1)]
     within = 300.0 if control_plane == "upstream" else 60.0
+    cheap = workers_mode == "cheap"
     processes: dict[str, Process] = {}
     clients: dict[str, KubeClient] = {}
     tasks: list[asyncio.Task[None]] = []
+    writing: list[StatusWriter] = []
     try:
         for name in ["management", *names]:
-            kubelet = "none" if name == "management" else "simulate"
-            cluster = {"name": name, "kubelet": kubelet, "capacityPods": max(110, 2 * jobs_total)}
+            cluster = cluster_of(name, workers_mode, max(110, 2 * jobs_total))
             local = base / f"{name}.yaml"
             local.write_text(yaml.safe_dump({"clusters": [cluster], "controlPlane": control_plane}))
             processes[name] = await start(
@@ -284,6 +376,21 @@ async def main(
         metrics_url = manager.ready.strip().rsplit(" ", 1)[-1]
         for name, path in kubeconfigs.items():
             clients[name] = await connect(path, name)
+        if cheap and writers == "process":
+            for w in names:
+                processes[f"{w}-writer"] = await start(
+                    ["--kubeconfig", str(kubeconfigs[w]), "--context", w],
+                    "writing statuses",
+                    base / f"{w}-writer.log",
+                    within,
+                    module="tests.bench.status_writer",
+                )
+        elif cheap:
+            for w in names:
+                writer, ready = StatusWriter(clients[w], "multiqueue"), asyncio.Event()
+                writing.append(writer)
+                tasks.append(asyncio.create_task(writer.run(ready)))
+                await ready.wait()
 
         # The raw create rate of the same kind of server: Jobs no controller acts on, in a namespace of their own
         # on a worker (whose Jobs the manager does not cache unless they are its mirrors).
@@ -302,18 +409,25 @@ async def main(
         tasks += [asyncio.create_task(follow_mirrors(clients[w], versions[w], run)) for w in names]
         requests_before = await manager_requests(metrics_url)
         cpu_before, rss_before = manager.cpu_seconds(), manager.rss_bytes()
+        bench_cpu_before = time.process_time()
         cpu_of_clusters = {n: p.cpu_seconds() for n, p in processes.items()}
         served_before = {n: await served(clients[n]) for n in ["management", names[0]]}
         recorders = await profile(processes, flames, raw) if flames is not None else []
         started = time.perf_counter()
-        await create_all(clients["management"], [job(n) for n in sorted(run.names)], "default")
+        bodies = [job(f"bench-{i}") for i in range(jobs_total)]
+        if load.rate is None:
+            await create_all(clients["management"], bodies, "default", run.created)
+        else:
+            await create_steadily(clients["management"], bodies, "default", load.rate, run.created)
         async with asyncio.timeout(max(900.0, jobs_total / 5)):
             await run.all_complete.wait()
             elapsed = time.perf_counter() - started
             rss_tracking = manager.rss_bytes()
             await run.all_gone.wait()
         cpu = manager.cpu_seconds() - cpu_before
-        requests_after = await settled(metrics_url)
+        bench_cpu = time.process_time() - bench_cpu_before
+        # Events queued in a burst are written one at a time after the Jobs are done.
+        requests_after, requests_settled = await settled(metrics_url, max(30.0, jobs_total / 25))
         cpu_of_clusters = {n: round(p.cpu_seconds() - cpu_of_clusters[n], 2) for n, p in processes.items()}
         for recorder in recorders:
             recorder.send_signal(signal.SIGINT)
@@ -323,6 +437,9 @@ async def main(
     finally:
         for task in tasks:
             task.cancel()
+        for writer in writing:
+            for pending in list(writer.pending):
+                pending.cancel()
         for client in clients.values():
             await client.close()
         for process in processes.values():
@@ -340,6 +457,7 @@ async def main(
         where = "management" if host == management_host else "workers"
         by_method[f"{where} {method} {code}"] = by_method.get(f"{where} {method} {code}", 0) + n
     delays = [run.user_done[n] - run.mirror_done[n] for n in run.user_done if n in run.mirror_done]
+    dispatch_delays = [run.mirror_added[n] - run.created[n] for n in run.mirror_added if n in run.created]
     # Every client's requests as the server counts them: per Job on the management cluster, per mirror on a
     # worker (the mirrors it was given).
     counted = {
@@ -359,46 +477,74 @@ async def main(
     )
     dispatch_rate = jobs_total / elapsed
     create_rate = raw_jobs / raw_seconds
-    record(
-        f"dispatch_scale/{control_plane}/{jobs_total} jobs/{workers} workers",
-        {
-            "control_plane": control_plane,
-            "jobs": jobs_total,
-            "workers": workers,
-            "raw_creates_per_s": round(create_rate, 1),
-            "jobs_per_s": round(dispatch_rate, 1),
-            "dispatch_to_create_ratio": round(dispatch_rate / create_rate, 3),
-            "seconds_to_all_complete": round(elapsed, 2),
-            "status_sync_latency": summary_ms(delays),
-            "status_sync_cdf_ms": {q: round(percentile(delays, q) * 1000, 1) for q in range(0, 101, 5)},
-            "completed_per_second": per_second(list(run.user_done.values()), started),
-            "manager_cpu_seconds": round(cpu, 2),
-            "cpu_seconds_by_process": cpu_of_clusters,
-            "manager_rss_mb_tracking": round(rss_tracking / 2**20, 1),
-            "manager_rss_kb_per_job": round((rss_tracking - rss_before) / 1024 / jobs_total, 2),
-            "manager_requests_per_job": round((on_management + on_workers - posted) / jobs_total, 2),
-            "manager_requests_per_job_management": round((on_management - posted) / jobs_total, 2),
-            "manager_requests_per_job_workers": round(on_workers / jobs_total, 2),
-            "manager_events_per_job": round(posted / jobs_total, 2),
-            "manager_requests_by_method": dict(sorted(by_method.items())),
-            "served_per_job": served_per_job,
-            # What bounds the dispatch rate on a machine whose cores every process shares: CPU per Job, all
-            # processes together, against what one write costs the server (a raw create, measured above).
-            "cpu_ms_per_job_all_processes": round(sum(cpu_of_clusters.values()) / jobs_total * 1000, 2),
-            "raw_create_server_cpu_ms": round(raw_server_cpu / raw_jobs * 1000, 3),
-            "writes_per_job_all_servers": round(writes_per_job, 2),
-            "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
-            "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
-        },
-        results,
-    )
+    # Cheap runs under a name of their own: the charts of docs/performance.md show the full runs.
+    prefix = "dispatch_scale_cheap" if cheap else "dispatch_scale"
+    figures: dict[str, Any] = {
+        "control_plane": control_plane,
+        "workers_mode": workers_mode,
+        "jobs": jobs_total,
+        "workers": workers,
+        "raw_creates_per_s": round(create_rate, 1),
+        "jobs_per_s": round(dispatch_rate, 1),
+        "dispatch_to_create_ratio": round(dispatch_rate / create_rate, 3),
+        "seconds_to_all_complete": round(elapsed, 2),
+        "dispatch_latency": summary_ms(dispatch_delays),
+        "status_sync_latency": summary_ms(delays),
+        "status_sync_cdf_ms": {q: round(percentile(delays, q) * 1000, 1) for q in range(0, 101, 5)},
+        "completed_per_second": per_second(list(run.user_done.values()), started),
+        "manager_cpu_seconds": round(cpu, 2),
+        "manager_cpu_ms_per_job": round(cpu / jobs_total * 1000, 2),
+        "cpu_seconds_by_process": cpu_of_clusters,
+        "bench_cpu_seconds": round(bench_cpu, 2),
+        "manager_rss_mb_tracking": round(rss_tracking / 2**20, 1),
+        "manager_rss_kb_per_job": round((rss_tracking - rss_before) / 1024 / jobs_total, 2),
+        "manager_requests_per_job": round((on_management + on_workers - posted) / jobs_total, 2),
+        "manager_requests_per_job_management": round((on_management - posted) / jobs_total, 2),
+        "manager_requests_per_job_workers": round(on_workers / jobs_total, 2),
+        "manager_requests_per_job_by_verb": per_verb(sent, management_host, posted, jobs_total),
+        "manager_events_per_job": round(posted / jobs_total, 2),
+        "manager_requests_settled": requests_settled,
+        "manager_requests_by_method": dict(sorted(by_method.items())),
+        "served_per_job": served_per_job,
+        # What bounds the dispatch rate on a machine whose cores every process shares: CPU per Job, all
+        # processes together, against what one write costs the server (a raw create, measured above).
+        "cpu_ms_per_job_all_processes": round(sum(cpu_of_clusters.values()) / jobs_total * 1000, 2),
+        "raw_create_server_cpu_ms": round(raw_server_cpu / raw_jobs * 1000, 3),
+        "writes_per_job_all_servers": round(writes_per_job, 2),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+        "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
+        "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
+    }
+    if load.rate is not None:
+        figures |= {"rate_per_s": load.rate, "duration_s": load.duration}
+    if cheap:
+        figures["status_writers"] = writers
+        figures["note"] += (
+            "; cheap workers: API servers with no Job controller and no kubelet, each mirror finished by one "
+            "status write (tests/bench/status_writer.py)"
+        )
+    record(f"{prefix}/{control_plane}/{load.name}/{workers} workers", figures, results)
 
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.dispatch_scale")
-    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=1000, help="a burst: this many Jobs at once")
+    parser.add_argument("--rate", type=float, help="a steady load instead: this many Jobs a second ...")
+    parser.add_argument("--duration", type=float, help="... for this many seconds")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--control-plane", choices=("embedded", "upstream"), default="embedded")
+    parser.add_argument(
+        "--workers-mode",
+        choices=("full", "cheap"),
+        default="full",
+        help="full: Job controller and simulated pods on every worker; cheap: an API server and a status writer",
+    )
+    parser.add_argument(
+        "--writers",
+        choices=("bench", "process"),
+        default="bench",
+        help="with --workers-mode cheap: the status writers as tasks of the bench, or a process per worker",
+    )
     parser.add_argument(
         "--flames", type=Path, help="write a py-spy flame graph of each process to this folder"
     )
@@ -406,13 +552,31 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="the results file (default: %(default)s)"
     )
-    return parser.parse_args()
+    options = parser.parse_args()
+    if options.workers_mode == "cheap" and options.control_plane == "upstream":
+        # An upstream cluster runs kube-controller-manager, whose Job controller would run the mirrors too.
+        parser.error(
+            "--workers-mode cheap takes embedded workers: an upstream one runs its own Job controller"
+        )
+    if (options.rate is None) != (options.duration is None):
+        parser.error("--rate and --duration go together")
+    if options.rate is not None and (options.rate <= 0 or options.duration <= 0):
+        parser.error("--rate and --duration must be positive")
+    return options
 
 
 if __name__ == "__main__":
     options = arguments()
+    shape = Load(options.jobs) if options.rate is None else Load.steady(options.rate, options.duration)
     asyncio.run(
         main(
-            options.jobs, options.workers, options.control_plane, options.flames, options.raw, options.results
+            shape,
+            options.workers,
+            options.control_plane,
+            options.flames,
+            options.raw,
+            options.results,
+            options.workers_mode,
+            options.writers,
         )
     )

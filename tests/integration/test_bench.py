@@ -56,6 +56,32 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
     )
 
 
+async def test_cheap_workers_leave_the_managers_own_cost_at_a_steady_rate(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    argv = [
+        "python3",
+        "-m",
+        "tests.bench.dispatch_scale",
+        "--workers-mode",
+        "cheap",
+        "--rate",
+        "8",
+        "--duration",
+    ]
+    await run_to_the_end([*argv, "1", "--results", str(results)])
+    run = json.loads(results.read_text())["dispatch_scale_cheap/embedded/8 per s for 1 s/2 workers"]
+    assert run["jobs"] == 8 and sum(run["completed_per_second"]) == 8
+    assert run["workers_mode"] == "cheap" and run["rate_per_s"] == 8
+    served = run["served_per_job"]["worker-1"]
+    assert served["PATCH jobs/status"] == 1.0, "the status writer finishes each mirror with one write"
+    assert not any("pods" in what for what in served), "a cheap worker runs no Job controller and no kubelet"
+    assert run["status_writers"] == "bench" and run["bench_cpu_seconds"] > 0
+    on_workers = run["manager_requests_per_job_by_verb"]["workers"]
+    assert on_workers["POST"] == on_workers["DELETE"] == 1.0, "one create and one delete per mirror"
+    assert 0 < run["dispatch_latency"]["p50_ms"] <= run["dispatch_latency"]["p99_ms"]
+    assert run["manager_cpu_ms_per_job"] > 0 and run["status_sync_latency"]["p50_ms"] >= 0
+
+
 async def test_the_documented_dashboard_benchmark_times_the_page_and_its_changes(tmp_path: Path) -> None:
     (block,) = shell_blocks("docs/dashboard.md", "## With 10,000 Jobs")
     (command,) = [line for line in block.splitlines() if "tests.bench.dashboard" in line]
