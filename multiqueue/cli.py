@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import errno
-import gc
 import json
 import os
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -31,6 +29,7 @@ from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
+from multiqueue.loop.collector import collector_paused
 from multiqueue.loop.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -458,24 +457,11 @@ def _kubectl_kubeconfig(explicit: str | None) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage collection while a command reads the clusters once to print an answer: the thousands of objects
-    a list of Jobs brings hold no reference cycles, yet collections among them cost as much as decoding them, and
-    the process ends soon after (its memory goes back then)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _status(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
     try:
-        with _collector_paused():
+        # One read of the clusters to print an answer: thousands of Jobs, no cycles, and the process ends soon.
+        with collector_paused():
             workers, jobs_rows = asyncio.run(inspect.status(config, contexts))
     except KubeconfigError as exc:
         raise UsageError(f"cannot reach the management cluster: {exc}") from exc
@@ -664,7 +650,7 @@ def _explain(args: argparse.Namespace) -> int:
     config, contexts = _reach(args)
     kind, name = _kind_and_name(config, args.job, "cannot explain")
     try:
-        with _collector_paused():
+        with collector_paused():
             shown = asyncio.run(inspect.explain(config, name, args.namespace, contexts, kind))
     except inspect.ExplainError as exc:
         raise RuntimeFailure(str(exc)) from exc

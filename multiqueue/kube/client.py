@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import gc
 import json
 import os
 import time
@@ -34,6 +33,7 @@ from multiqueue.api import fastjson
 from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
+from multiqueue.loop.collector import collector_paused
 
 MERGE: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
@@ -421,13 +421,10 @@ class KubeClient:
 
 def decoded(body: bytes) -> Any:
     """A JSON response body as plain dicts; a large one without collections of garbage while it is decoded."""
-    if len(body) < LARGE_BODY or not gc.isenabled():
+    if len(body) < LARGE_BODY:
         return fastjson.loads(body)
-    gc.disable()
-    try:
+    with collector_paused():
         return fastjson.loads(body)
-    finally:
-        gc.enable()
 
 
 def unanswered(exc: aiohttp.ClientError | TimeoutError) -> str:
