@@ -500,20 +500,17 @@ class UpstreamControlPlane:
         once, killed: nothing of theirs is needed after). Idempotent."""
         if self.disposable:
             await asyncio.gather(*(p.kill() for p in self.processes.values()))
-            self.processes.clear()
-            self._unlock()
-            return
-        first = [
-            self.processes[b] for b in ("kube-scheduler", "kube-controller-manager") if b in self.processes
-        ]
-        await asyncio.gather(*(p.stop() for p in first))
-        for binary in ("kube-apiserver", "etcd"):
-            if binary in self.processes:
-                await self.processes[binary].stop()
+        else:
+            first = [
+                self.processes[b]
+                for b in ("kube-scheduler", "kube-controller-manager")
+                if b in self.processes
+            ]
+            await asyncio.gather(*(p.stop() for p in first))
+            for binary in ("kube-apiserver", "etcd"):
+                if binary in self.processes:
+                    await self.processes[binary].stop()
         self.processes.clear()
-        self._unlock()
-
-    def _unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
