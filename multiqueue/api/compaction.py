@@ -11,15 +11,19 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from multiqueue.api.fastjson import dumps
 from multiqueue.api.types import Obj
 
 
-def compacted(obj: Obj) -> Obj:
-    """A copy of ``obj`` without ``metadata.managedFields`` whose string values are interned."""
+def compacted(obj: Obj, previous: Obj | None = None) -> Obj:
+    """A copy of ``obj`` without ``metadata.managedFields`` whose string values are interned. A top-level field
+    that is the same as in ``previous`` (the copy kept of the object's last version) is ``previous``'s: an update
+    of the status costs one comparison of the spec, not a second copy of it."""
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return {k: _interned(v) for k, v in obj.items()}
+    kept = previous or {}
+    return {k: kept[k] if k in kept and _same(kept[k], v) else _interned(v) for k, v in obj.items()}
 
 
 def without_nested_spec(obj: Obj) -> Obj:
@@ -29,6 +33,14 @@ def without_nested_spec(obj: Obj) -> Obj:
     if not isinstance(spec, dict):
         return obj
     return {**obj, "spec": {k: v for k, v in spec.items() if not isinstance(v, (dict, list))}}
+
+
+def _same(kept: Any, value: Any) -> bool:
+    """Equal as JSON. Python's ``==`` is not that (``1 == True``), and comparing the encodings in C costs far less
+    than interning the value again."""
+    return type(kept) is type(value) and (
+        kept == value if isinstance(value, str) else dumps(kept) == dumps(value)
+    )
 
 
 def _interned(value: Any) -> Any:

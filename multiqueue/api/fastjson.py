@@ -24,3 +24,9 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+def copied(value: Any) -> Any:
+    """A deep copy of plain JSON data (what an object read from a server is), through orjson: many times cheaper
+    than ``copy.deepcopy``, which the manager's hot path would otherwise spend much of its time in."""
+    return loads(dumps(value))

@@ -5,6 +5,7 @@ as upstream reads it (absent counters are zero, times compare as instants, every
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Final
 
 from multiqueue.api import jobs
@@ -22,13 +23,21 @@ class StatusWrite:
     new: Obj
     old: Obj
 
-    @property
+    @functools.cached_property
     def status(self) -> Obj:
         return jobs.status_of(self.new)
 
-    @property
+    @functools.cached_property
     def old_status(self) -> Obj:
         return jobs.status_of(self.old)
+
+    @functools.cached_property
+    def _conditions(self) -> frozenset[tuple[str, str]]:
+        return _conditions(self.new)
+
+    @functools.cached_property
+    def _old_conditions(self) -> frozenset[tuple[str, str]]:
+        return _conditions(self.old)
 
     @property
     def spec(self) -> Obj:
@@ -39,10 +48,10 @@ class StatusWrite:
         return bool(self.status.get(field, zero) != self.old_status.get(field, zero))
 
     def has(self, type_: str) -> bool:
-        return _any_condition(self.new, type_, "True")
+        return (type_, "True") in self._conditions
 
     def had(self, type_: str) -> bool:
-        return _any_condition(self.old, type_, "True")
+        return (type_, "True") in self._old_conditions
 
     def time_changed(self, field: str) -> bool:
         """Times compare as instants (upstream decodes them), so a different spelling is no change."""
@@ -52,7 +61,7 @@ class StatusWrite:
     @property
     def resuming(self) -> bool:
         """Suspended was True and is now False (present with that status, not merely gone)."""
-        return self.had(jobs.SUSPENDED) and _any_condition(self.new, jobs.SUSPENDED, "False")
+        return self.had(jobs.SUSPENDED) and (jobs.SUSPENDED, "False") in self._conditions
 
     def flipped(self, *types: str) -> bool:
         return any(self.has(t) != self.had(t) for t in types)
@@ -76,8 +85,12 @@ class StatusWrite:
         )
 
 
-def _any_condition(job: Obj, type_: str, value: str) -> bool:
-    """Whether any condition of the type has that status: upstream looks at every entry, not the first."""
-    return any(
-        as_dict(c).get("type") == type_ and as_dict(c).get("status") == value for c in jobs.conditions_of(job)
-    )
+def _conditions(job: Obj) -> frozenset[tuple[str, str]]:
+    """Each (type, status) that a condition entry of the Job holds: upstream looks at every entry, not only the
+    first of a type. Read once per write, as the rules ask about them dozens of times."""
+    found = set()
+    for condition in jobs.conditions_of(job):
+        type_, status = as_dict(condition).get("type"), as_dict(condition).get("status")
+        if isinstance(type_, str) and isinstance(status, str):
+            found.add((type_, status))
+    return frozenset(found)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import logging
 import time
@@ -23,7 +24,7 @@ from multiqueue.api.meta import key_of, metadata, namespace_of
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank, held_on, rank_of
 from multiqueue.dispatch.executor import Executor
-from multiqueue.dispatch.generic import GenericJob, demand, priority_class_of
+from multiqueue.dispatch.generic import GenericJob, cached_user, demand, priority_class_of
 from multiqueue.dispatch.lifecycle import Observed, decide
 from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.dispatch.mirror import Identity
@@ -77,7 +78,10 @@ class Dispatcher:
     ) -> None:
         self.settings = settings
         self.adapters = {a.resource.kind: a for a in adapters}
-        self.users = {kind: factory.informer(a.resource) for kind, a in self.adapters.items()}
+        self.users = {
+            kind: factory.informer(a.resource, transform=functools.partial(cached_user, a))
+            for kind, a in self.adapters.items()
+        }
         self.priorities = priorities
         self.ledger = Ledger()
         self.pool = WorkerPool(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, runtime_checkable
 
+from multiqueue.api.compaction import compacted
 from multiqueue.api.meta import as_dict, as_list, find_condition, parse_time
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.api.types import Obj, Resource
@@ -106,6 +107,17 @@ class JobWithRerunStatus(Protocol):
     def rerun_status(self, obj: Obj) -> Obj:
         """The user's status once the mirror that ran it is lost: nothing runs until the next mirror starts."""
         ...
+
+
+def cached_user(adapter: GenericJob, job: Obj, previous: Obj | None) -> Obj:
+    """What the manager keeps of a user's Job: all of it, compact, while it may still run; once finished, not its
+    pod template. Only making a mirror and counting the Job against a worker's capacity read the template, and a
+    finished Job has neither again, while a manager may track a great many of them."""
+    kept = compacted(job, previous)
+    spec = kept.get("spec")
+    if isinstance(spec, dict) and "template" in spec and adapter.is_finished(kept):
+        kept["spec"] = {k: v for k, v in spec.items() if k != "template"}
+    return kept
 
 
 def priority_class_of(adapter: GenericJob, obj: Obj) -> str | None:

@@ -7,11 +7,11 @@ each other's Jobs, mirrors or finalizers.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from typing import Final
 
+from multiqueue.api import fastjson
 from multiqueue.api.compaction import compacted, without_nested_spec
 from multiqueue.api.meta import annotations_of, as_dict, as_list, labels_of, metadata, uid_of
 from multiqueue.api.types import Obj
@@ -93,7 +93,7 @@ def release_metadata(user: Obj, finalizer: str, unplace: bool) -> Obj:
 
 def strip_for_mirror(obj: Obj, origin: str) -> Obj:
     """The user's object as a fresh object for another cluster: same name and namespace, our origin marks."""
-    mirror = copy.deepcopy(obj)
+    mirror: Obj = fastjson.copied(obj)
     mirror.pop("status", None)
     meta = as_dict(mirror.get("metadata"))
     kept = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
@@ -113,16 +113,16 @@ def strip_for_mirror(obj: Obj, origin: str) -> Obj:
 
 def with_progress(body: Obj, progress: Obj) -> Obj:
     """``body`` marked with the progress its status must hold before it may run."""
-    marked = copy.deepcopy(body)
+    marked: Obj = fastjson.copied(body)
     annotations = as_dict(metadata(marked).setdefault("annotations", {}))
     annotations[PROGRESS_ANNOTATION] = json.dumps(progress, sort_keys=True, separators=(",", ":"))
     return marked
 
 
-def cached_mirror(mirror: Obj) -> Obj:
+def cached_mirror(mirror: Obj, previous: Obj | None = None) -> Obj:
     """What the manager keeps of a mirror: metadata, status and the spec's scalars (``suspend``). The pod template
     and the rest of the spec are the user's Job's, which the manager has anyway."""
-    return without_nested_spec(compacted(mirror))
+    return compacted(without_nested_spec(mirror), previous)
 
 
 def pending_progress(mirror: Obj) -> Obj | None:

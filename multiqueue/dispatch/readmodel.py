@@ -140,6 +140,9 @@ class ReadModel:
         self._refused = refused
         self._clients = clients
         self._listeners: list[Listener] = []
+        # Jobs of ours by kind, active or finished: kept up to date by the informers' handlers, so that a scrape
+        # of a manager tracking a great many Jobs does not look at each of them.
+        self._counts_by_kind = {kind: {"active": 0, "finished": 0} for kind in dispatcher.adapters}
         for kind, informer in dispatcher.users.items():
             informer.add_handlers(self._job_handlers(dispatcher.adapters[kind]))
         dispatcher.pool.on_health.append(lambda _name: self._tell(lambda s: s.workers_changed()))
@@ -230,25 +233,35 @@ class ReadModel:
         return adapter.managed_by(job) == self.identity.managed_by
 
     def _job_handlers(self, adapter: GenericJob) -> Handlers:
-        def changed(job: Obj) -> None:
+        counts = self._counts_by_kind[adapter.resource.kind]
+
+        def state(job: Obj) -> str:
+            return "finished" if adapter.is_finished(job) else "active"
+
+        def added(job: Obj) -> None:
             if self._ours(adapter, job):  # managedBy is immutable: a Job never shown needs no forgetting
+                counts[state(job)] += 1
+                self._tell(lambda s: s.job_changed(adapter, job))
+
+        def updated(old: Obj, job: Obj) -> None:
+            if self._ours(adapter, job):
+                counts[state(old)] -= 1
+                counts[state(job)] += 1
                 self._tell(lambda s: s.job_changed(adapter, job))
 
         def deleted(job: Obj) -> None:
             if self._ours(adapter, job):
+                counts[state(job)] -= 1
                 self._tell(lambda s: s.job_deleted(job))
 
-        return Handlers(on_add=changed, on_update=lambda _old, job: changed(job), on_delete=deleted)
+        return Handlers(on_add=added, on_update=updated, on_delete=deleted)
 
     def _tell(self, call: Callable[[Listener], None]) -> None:
         for listener in list(self._listeners):
             call(listener)
 
     def _counts(self) -> dict[str, dict[str, int]]:
-        counts = {kind: {"active": 0, "finished": 0} for kind in self._dispatcher.adapters}
-        for adapter, job in self.jobs():
-            counts[adapter.resource.kind]["finished" if adapter.is_finished(job) else "active"] += 1
-        return counts
+        return {kind: dict(counts) for kind, counts in self._counts_by_kind.items()}
 
     def _requests(self) -> dict[tuple[str, str, str], int]:
         totals: dict[tuple[str, str, str], int] = {}

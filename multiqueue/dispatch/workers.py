@@ -279,7 +279,8 @@ class WorkerPool:
     def _node_view(self, name: str, factory: InformerFactory, mirrors: dict[str, Informer]) -> NodeView:
         """Node and Pod informers for ``name``, keeping records only; capacity that grows wakes the waiting Jobs."""
         view = NodeView(
-            factory.informer(NODES, transform=node_record), factory.informer(PODS, transform=pod_record)
+            factory.informer(NODES, transform=lambda node, _kept: node_record(node)),
+            factory.informer(PODS, transform=lambda pod, _kept: pod_record(pod)),
         )
         freed = self._freed_later(name)
 

@@ -63,11 +63,22 @@ class EventRecorder:
 
     def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         """Record an event about ``obj``; returns at once. Floods about one object are dropped, as client-go does."""
-        if not self._allow(str(metadata(obj).get("uid") or metadata(obj).get("name"))):
+        meta = metadata(obj)
+        if not self._allow(str(meta.get("uid") or meta.get("name"))):
             self.dropped += 1
             return
+        # Only what the Event names of the object is queued: a queued object would keep a whole Job alive, and a
+        # burst queues thousands.
+        involved = {
+            "apiVersion": obj.get("apiVersion", ""),
+            "kind": obj.get("kind", ""),
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        }
         try:
-            self._queue.put_nowait((obj, type_, reason, message, datetime.now(UTC)))
+            self._queue.put_nowait((involved, type_, reason, message, datetime.now(UTC)))
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -94,19 +105,18 @@ class EventRecorder:
 
     async def _run(self) -> None:
         while True:
-            obj, type_, reason, message, when = await self._queue.get()
+            involved, type_, reason, message, when = await self._queue.get()
             try:
-                await self._write(obj, type_, reason, message, when)
+                await self._write(involved, type_, reason, message, when)
             except KubeError as exc:
-                log.warning("could not record event %s on %s: %s", reason, metadata(obj).get("name"), exc)
+                log.warning("could not record event %s on %s: %s", reason, involved["name"], exc)
             except Exception:
                 log.exception("recording event %s failed", reason)
             finally:
                 self._queue.task_done()
 
-    async def _write(self, obj: Obj, type_: str, reason: str, message: str, when: datetime) -> None:
-        meta = metadata(obj)
-        key = (str(meta.get("uid") or meta.get("name")), type_, reason, message)
+    async def _write(self, involved: Obj, type_: str, reason: str, message: str, when: datetime) -> None:
+        key = (str(involved["uid"] or involved["name"]), type_, reason, message)
         stamp = format_time(when)
         previous = self._recent.get(key)
         if previous is not None and time.monotonic() - previous[3] < AGGREGATION_WINDOW:
@@ -117,20 +127,13 @@ class EventRecorder:
                 return
             except NotFound:
                 pass  # collected meanwhile: create a fresh one
-        namespace = str(meta.get("namespace") or "default")
-        name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
+        namespace = str(involved["namespace"] or "default")
+        name = f"{involved['name']}.{uuid.uuid4().hex[:16]}"
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": obj.get("apiVersion", ""),
-                "kind": obj.get("kind", ""),
-                "name": meta.get("name", ""),
-                "namespace": meta.get("namespace", ""),
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
+            "involvedObject": involved,
             "reason": reason,
             "message": message[:1024],
             "type": type_,

@@ -86,8 +86,8 @@ class _Health:
         self.answered.set()
 
 
-# What an informer keeps of each object it is given.
-Transform = Callable[[Obj], Obj]
+# What an informer keeps of each object it is given, from the object and what it kept of its last version.
+Transform = Callable[[Obj, Obj | None], Obj]
 # For caches that hold many objects and whose readers never look at managedFields.
 COMPACT: Final[Transform] = compacted
 
@@ -263,9 +263,9 @@ class Informer:
     # --- store updates ---------------------------------------------------------------------------------------
 
     def _upsert(self, key: str, obj: Obj) -> None:
-        if self.transform is not None:
-            obj = self.transform(obj)
         old = self._cache.get(key)
+        if self.transform is not None:
+            obj = self.transform(obj, old)
         if old is not None and metadata(old).get("resourceVersion") == metadata(obj).get("resourceVersion"):
             return
         self._cache.put(key, obj)

@@ -424,10 +424,10 @@ async def main(
             elapsed = time.perf_counter() - started
             rss_tracking = manager.rss_bytes()
             await run.all_gone.wait()
-        cpu = manager.cpu_seconds() - cpu_before
         bench_cpu = time.process_time() - bench_cpu_before
-        # Events queued in a burst are written one at a time after the Jobs are done.
+        # Events queued in a burst are written one at a time after the Jobs are done; their CPU is the Jobs'.
         requests_after, requests_settled = await settled(metrics_url, max(30.0, jobs_total / 25))
+        cpu = manager.cpu_seconds() - cpu_before
         cpu_of_clusters = {n: round(p.cpu_seconds() - cpu_of_clusters[n], 2) for n, p in processes.items()}
         for recorder in recorders:
             recorder.send_signal(signal.SIGINT)
@@ -513,7 +513,8 @@ async def main(
         "writes_per_job_all_servers": round(writes_per_job, 2),
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "note": "each cluster a local up process, the manager a process of its own; manager requests counted "
-        "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart",
+        "client-side from its rest_client_requests_total, Events (POSTs of the dispatcher's Events) apart; manager "
+        "CPU from the first create until its request counts stop moving (its Events written)",
     }
     if load.rate is not None:
         figures |= {"rate_per_s": load.rate, "duration_s": load.duration}

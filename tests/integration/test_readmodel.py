@@ -90,3 +90,43 @@ async def test_subscribers_hear_of_our_jobs_until_they_cancel_and_snapshots_coun
     finally:
         await factory.stop()
         await client.close()
+
+
+async def test_snapshot_counts_follow_jobs_as_they_finish_and_go(apiserver: ApiServer) -> None:
+    client = await client_for(apiserver)
+    factory = InformerFactory(client)
+    settings = DispatchSettings(Identity("multiqueue", MANAGED_BY), "LeastLoaded")
+    dispatcher = Dispatcher([BatchJobAdapter()], client, factory, EventRecorder(client, COMPONENT), settings)
+    model = ReadModel(dispatcher)
+    for name in ("a", "b"):
+        await client.create(JOBS, job_body(name), "default")
+    factory.start()
+    try:
+        await factory.wait_for_sync()
+        heard = Heard()
+        model.subscribe(heard)
+        assert model.snapshot().jobs == {"Job": {"active": 2, "finished": 0}}
+        job = await client.patch(JOBS, "a", {"spec": {"suspend": False}}, "default")
+        now = "2026-01-01T00:00:00Z"
+        done = [
+            {"type": kind, "status": "True", "lastTransitionTime": now, "lastProbeTime": now}
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ]
+        job["status"] = {"startTime": now, "completionTime": now, "succeeded": 1, "conditions": done}
+        await client.update_status(JOBS, job)
+        await counted(model, heard, {"Job": {"active": 1, "finished": 1}})
+        await client.delete(JOBS, "a", "default")
+        await counted(model, heard, {"Job": {"active": 1, "finished": 0}})
+    finally:
+        await factory.stop()
+        await client.close()
+
+
+async def counted(model: ReadModel, heard: Heard, expected: dict[str, dict[str, int]]) -> None:
+    """Until the snapshot counts ``expected``, woken by each change the subscriber hears of."""
+    async with asyncio.timeout(10):
+        while True:
+            heard.news.clear()
+            if model.snapshot().jobs == expected:
+                return
+            await heard.news.wait()

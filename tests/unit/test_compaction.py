@@ -10,6 +10,8 @@ import pytest
 
 from multiqueue.api.compaction import compacted, without_nested_spec
 from multiqueue.api.types import Obj
+from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.generic import cached_user
 from multiqueue.dispatch.mirror import cached_mirror
 
 UID = "6f1c7a0e-5d7b-4c4e-9c55-1c6b1a0b7b11"
@@ -90,3 +92,47 @@ def test_a_cached_mirror_keeps_metadata_status_and_suspend() -> None:
     assert kept["spec"] == {"suspend": False, "completions": 2}
     assert kept["status"] == job()["status"]
     assert "managedFields" not in kept["metadata"] and kept["metadata"]["uid"] == UID
+
+
+def test_an_update_keeps_the_previous_copy_of_each_field_it_did_not_change() -> None:
+    previous = compacted(job())
+    update = job()
+    update["metadata"]["resourceVersion"] = "2"
+    update["status"] = {"active": 0, "succeeded": 1}
+    kept = compacted(update, previous)
+    expected = copy.deepcopy(update)
+    del expected["metadata"]["managedFields"]
+    assert kept == expected
+    assert kept["spec"] is previous["spec"]
+    assert kept["status"] is not previous["status"]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(1, True), ({"x": 1}, {"x": True}), ([0], [False]), ({"a": 1, "b": 2}, {"b": 2, "a": 1})],
+)
+def test_a_field_kept_from_the_previous_copy_is_the_same_json_not_just_equal(
+    before: object, after: object
+) -> None:
+    kept = compacted({"spec": after}, {"spec": before})
+    assert orjson.dumps(kept["spec"]) == orjson.dumps(after)
+
+
+def test_a_mirror_update_keeps_the_previous_copy_of_its_spec() -> None:
+    previous = cached_mirror(job())
+    update = job()
+    update["status"] = {"succeeded": 1}
+    kept = cached_mirror(update, previous)
+    assert kept["spec"] is previous["spec"] and kept["status"] == {"succeeded": 1}
+
+
+def test_the_manager_keeps_a_running_jobs_template_and_drops_a_finished_ones() -> None:
+    adapter = BatchJobAdapter()
+    running = cached_user(adapter, job(), None)
+    assert running["spec"]["template"] == job()["spec"]["template"]
+    finished = job()
+    finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 2}
+    kept = cached_user(adapter, finished, running)
+    assert "template" not in kept["spec"]
+    assert kept["spec"]["completions"] == 2 and kept["spec"]["selector"] == job()["spec"]["selector"]
+    assert kept["status"] == finished["status"] and "template" in finished["spec"]

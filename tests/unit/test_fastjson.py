@@ -29,3 +29,12 @@ def test_what_json_takes_round_trips(value: Any) -> None:
 def test_what_json_refuses_is_still_refused() -> None:
     with pytest.raises(json.JSONDecodeError):
         fastjson.loads(b"{not json")
+
+
+def test_a_copy_is_equal_and_shares_nothing_with_the_original() -> None:
+    original = {"spec": {"template": {"labels": {"a": "b"}}, "list": [1, {"x": None}]}, "n": 2**70}
+    copy = fastjson.copied(original)
+    assert copy == original
+    copy["spec"]["template"]["labels"]["a"] = "changed"
+    copy["spec"]["list"][1]["x"] = 1
+    assert original["spec"]["template"]["labels"] == {"a": "b"} and original["spec"]["list"][1] == {"x": None}

@@ -10,10 +10,10 @@ false; the user's status follows the mirror's whole, except that a terminal cond
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any, Final
 
+from multiqueue.api import fastjson
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import Obj, Resource
 from multiqueue.dispatch.config import DeclaredKind as KindConfig
@@ -107,7 +107,7 @@ class DeclaredAdapter:
         return patch
 
     def synced_status(self, user: Obj, mirror: Obj) -> Obj | None:
-        status = copy.deepcopy(as_dict(mirror.get("status")))
+        status: Obj = fastjson.copied(as_dict(mirror.get("status")))
         if status == as_dict(user.get("status")):
             return None
         for terminal in (self.kind.succeeded, self.kind.failed):
@@ -151,13 +151,14 @@ class DeclaredAdapter:
     def rerun_status(self, obj: Obj) -> Obj:
         """Its status with every count of what runs at 0 where it was counted (a kind's schema may require the
         field, as JobSet's replicatedJobsStatus does): nothing runs until the next mirror starts."""
-        rerun = {"status": copy.deepcopy(as_dict(obj.get("status")))}
+        status: Obj = fastjson.copied(as_dict(obj.get("status")))
+        rerun = {"status": status}
         for path in self.kind.running:
             found, key = holders(rerun, path)
             for holder in found:
                 if key in holder:
                     holder[key] = 0
-        return rerun["status"]
+        return status
 
 
 def _conditions(obj: Obj) -> list[Any]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-
-from multiqueue.api import jobs, jobstatus
+from multiqueue.api import fastjson, jobs, jobstatus
 from multiqueue.api.meta import as_dict, as_list, condition_is_true
 from multiqueue.api.types import JOBS, Obj
 from multiqueue.dispatch.generic import Finish, PodSet, StatusRefused, finish_of, pod_requests
@@ -60,7 +58,7 @@ class BatchJobAdapter:
     def synced_status(self, user: Obj, mirror: Obj) -> Obj | None:
         """The mirror's status as the user's, or None when nothing changed; StatusRefused when it would break
         the Job status rules (the user's last valid status then stays)."""
-        status = copy.deepcopy(jobs.status_of(mirror))
+        status: Obj = fastjson.copied(jobs.status_of(mirror))
         # Pod UIDs of the worker mean nothing on the management cluster; counts carry the information.
         status.pop("uncountedTerminatedPods", None)
         mine = jobs.status_of(user)
@@ -102,7 +100,7 @@ class BatchJobAdapter:
         return kept or None
 
     def rerun_status(self, obj: Obj) -> Obj:
-        status = copy.deepcopy(jobs.status_of(obj))
+        status: Obj = fastjson.copied(jobs.status_of(obj))
         status["active"] = 0
         for gauge in ("ready", "terminating"):
             if gauge in status:
