@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterator
+from typing import Final
 
 from multiqueue.api.meta import labels_of, metadata
 from multiqueue.api.types import Obj
@@ -41,6 +42,11 @@ class Usage:
 
     jobs: int = 0
     used: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+# What a worker no Job is placed on has used: one object, so that a view of that worker can be kept while the
+# ledger gives the same object for it.
+NOTHING_USED: Final = Usage()
 
 
 class Ledger:
@@ -77,13 +83,14 @@ class Ledger:
         return found[0] if found is not None else None
 
     def usage(self, worker: str) -> Usage:
-        return self._usage.get(worker, Usage())
+        """What the Jobs placed on ``worker`` use: a new object each time that changes, the same one until then."""
+        return self._usage.get(worker, NOTHING_USED)
 
     def placed_on(self, worker: str) -> list[Key]:
         return [key for key, (name, _) in self._placed.items() if name == worker]
 
     def _add(self, worker: str, demand: dict[str, float], sign: int) -> None:
-        usage = self._usage.get(worker, Usage())
+        usage = self._usage.get(worker, NOTHING_USED)
         used = dict(usage.used)
         for resource, amount in demand.items():
             used[resource] = used.get(resource, 0.0) + sign * amount

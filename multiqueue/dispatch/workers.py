@@ -21,7 +21,7 @@ from typing import Final, Protocol
 
 from multiqueue.api.meta import uid_of
 from multiqueue.api.types import NODES, PODS, Obj, Resource
-from multiqueue.dispatch.capacity import Ledger
+from multiqueue.dispatch.capacity import Ledger, Usage
 from multiqueue.dispatch.mirror import ORIGIN_LABEL, cached_mirror
 from multiqueue.dispatch.nodecapacity import (
     NodeCapacity,
@@ -245,6 +245,10 @@ class WorkerPool:
         # Called with a worker's name whenever it stops or starts answering.
         self.on_health: list[Callable[[str], None]] = []
         self._following = False
+        # Bumped whenever what a view of a worker shows may have changed, other than what the ledger says it uses
+        # (a view is kept while both are as they were): every sync sees every worker, and there may be many.
+        self.generation = 0
+        self._views: dict[str, tuple[int, Usage, WorkerView]] = {}
 
     def add(self, name: str, client: KubeClient, factory: InformerFactory, settings: WorkerSettings) -> None:
         """Dispatch to one more worker, or reach a known one through new credentials (its Jobs stay placed)."""
@@ -263,6 +267,7 @@ class WorkerPool:
             worker.node_view = self._node_view(name, factory, mirrors)
         worker.inactive_since = old.inactive_since if old is not None else self.clock()
         self.workers[name] = worker
+        self.generation += 1
         self.changed.set()
         if self._following:
             self._follow(worker)
@@ -346,6 +351,7 @@ class WorkerPool:
         worker = self.workers.get(name)
         if worker is not None and not worker.draining:
             worker.draining = True
+            self.generation += 1
             self.listener.worker_changed(name)
 
     def drained(self, name: str, ledger: Ledger) -> bool:
@@ -357,6 +363,8 @@ class WorkerPool:
 
     def remove(self, name: str) -> None:
         worker = self.workers.pop(name, None)
+        self._views.pop(name, None)
+        self.generation += 1
         self.changed.set()
         if worker is not None and worker.follower is not None:
             worker.follower.cancel()
@@ -367,36 +375,42 @@ class WorkerPool:
         return {n: m for n, w in self.workers.items() if (m := w.mirrors[kind].get(key)) is not None}
 
     def views(self, ledger: Ledger, held: frozenset[str] = frozenset()) -> list[WorkerView]:
+        """Every worker as placement sees it now. A worker's view is kept until the pool's generation moves or
+        the ledger's use of it changes; whether it is slow and held is read anew each time."""
         now = self.clock()
         started = time.monotonic()
         views = []
         for worker in self.workers.values():
             usage = ledger.usage(worker.name)
-            since = worker.inactive_since
-            capacity, free = self.capacity_of(worker, ledger)
-            views.append(
-                WorkerView(
-                    name=worker.name,
-                    labels=worker.settings.labels,
-                    active=worker.active,
-                    load=usage.jobs,
-                    max_jobs=worker.settings.max_jobs,
-                    reason=worker.reason,
-                    free=free,
-                    lost=not worker.active and since is not None and now - since >= self.lost_timeout,
-                    accepting=not worker.draining,
-                    slow=worker.slots.slow(started),
-                    held=worker.name in held,
-                    capacity=capacity,
-                    missing_kinds=worker.missing_kinds,
-                )
-            )
+            kept = self._views.get(worker.name)
+            if kept is not None and kept[0] == self.generation and kept[1] is usage:
+                view = kept[2]
+            else:
+                view = self._view(worker, usage, now)
+                if worker.node_view is None:  # capacity read from Nodes changes with every pod there
+                    self._views[worker.name] = (self.generation, usage, view)
+            slow, is_held = worker.slots.slow(started), worker.name in held
+            if slow or is_held:
+                view = dataclasses.replace(view, slow=slow, held=is_held)
+            views.append(view)
         return views
 
-    @staticmethod
-    def capacity_of(worker: Worker, ledger: Ledger) -> tuple[dict[str, float], dict[str, float]]:
-        """Resource name -> (in all, free) for placement, from the quota and, when read, the worker's Nodes."""
-        return combined(worker.settings.quota, ledger.usage(worker.name).used, worker.node_capacity())
+    def _view(self, worker: Worker, usage: Usage, now: float) -> WorkerView:
+        since = worker.inactive_since
+        capacity, free = combined(worker.settings.quota, usage.used, worker.node_capacity())
+        return WorkerView(
+            name=worker.name,
+            labels=worker.settings.labels,
+            active=worker.active,
+            load=usage.jobs,
+            max_jobs=worker.settings.max_jobs,
+            reason=worker.reason,
+            free=free,
+            lost=not worker.active and since is not None and now - since >= self.lost_timeout,
+            accepting=not worker.draining,
+            capacity=capacity,
+            missing_kinds=worker.missing_kinds,
+        )
 
     # --- health ------------------------------------------------------------------------------------------------
 
@@ -423,6 +437,7 @@ class WorkerPool:
         reported_lost = False
         missing: frozenset[str] = frozenset()
         while True:
+            self.generation += 1  # woken by a change of its watches' health, or its lost timeout came
             for informer in worker.watched:
                 informer.health_changed.clear()
             was_active = worker.active
@@ -438,6 +453,7 @@ class WorkerPool:
                 self.listener.worker_changed(worker.name)
                 self._health_changed(worker.name)
             await self._probe(worker)
+            self.generation += 1
             if worker.probe_failure is None:
                 worker.last_contact = self.clock()
             if worker.active and worker.inactive_since is not None:

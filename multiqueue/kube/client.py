@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,26 +60,32 @@ class ClientOptions:
 
 
 class RateLimiter:
-    """A token bucket: ``burst`` requests at once, ``qps`` sustained."""
+    """A token bucket: ``burst`` requests at once, ``qps`` sustained. Taking a token does not await, so on one
+    event loop it needs no lock: a request that must wait has its turn reserved before it sleeps."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.qps = qps
         self.burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
         self._tokens = float(self.burst)
-        self._stamp = time.monotonic()
-        self._lock = asyncio.Lock()
+        self._stamp = clock()
 
     async def acquire(self) -> None:
         if self.qps <= 0:
             return
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
-            self._stamp = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            await asyncio.sleep(wait)
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            await self._sleep(-self._tokens / self.qps)
 
 
 def _transient(exc: BaseException) -> bool:
