@@ -23,8 +23,8 @@ the multiqueue manager) and the workers' Kueue apart, its requests per Job by cl
 Complete), and the Jobs that reach no final status before the run stops waiting (``--timeout``, or nothing moved
 for ``--stall`` seconds), with the state each is stuck in.
 
-Run: ``python3 -m tests.bench.multikueue [--jobs N]``; the figures go to tests/bench/results.json under
-``multikueue/<N> jobs/2 workers``.
+Run: ``python3 -m tests.bench.multikueue [--jobs N] [--keep]``; the figures go to tests/bench/results.json under
+``multikueue/<N> jobs/2 workers``; the clusters' files and logs are removed after the run unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -261,7 +262,9 @@ def figures_of(
     }
 
 
-async def main(jobs: int, workers: int, limit: float, stall: float, results: Path) -> None:
+async def main(
+    jobs: int, workers: int, limit: float, stall: float, results: Path, keep: bool = False
+) -> None:
     version = kueue.pinned_version()
     assets = kueue.assets_dir(version)
     missing = kueue.missing_assets(assets)
@@ -488,6 +491,11 @@ async def main(jobs: int, workers: int, limit: float, stall: float, results: Pat
         },
         results,
     )
+    # Three clusters' etcd data and audit logs: hundreds of MB at 1,000 Jobs.
+    if keep:
+        print(f"clusters' files, logs and audit logs kept in {base}")
+    else:
+        await asyncio.to_thread(shutil.rmtree, base, ignore_errors=True)
 
 
 async def ready(url: str, process: asyncio.subprocess.Process, log: Path) -> None:
@@ -520,6 +528,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="the results file (default: %(default)s)"
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the clusters' files and logs (removed after a run that completes)",
+    )
     options = parser.parse_args()
     if options.timeout is None:
         options.timeout = 900.0 + options.jobs / 2
@@ -528,4 +541,6 @@ def arguments() -> argparse.Namespace:
 
 if __name__ == "__main__":
     options = arguments()
-    asyncio.run(main(options.jobs, options.workers, options.timeout, options.stall, options.results))
+    asyncio.run(
+        main(options.jobs, options.workers, options.timeout, options.stall, options.results, options.keep)
+    )

@@ -53,7 +53,7 @@ async def test_the_documented_comparison_runs_both_dispatchers_and_counts_their_
     assert built.returncode == 0 and out.decode().strip().splitlines()[-1] == str(cache), err.decode()
     results = tmp_path / "results.json"
     # As written, with a tiny burst and a results file of its own (argparse takes the last of a flag).
-    argv = [*shlex.split(command), "--jobs", str(JOBS), "--stall", "60", "--results", str(results)]
+    argv = [*shlex.split(command), "--jobs", str(JOBS), "--results", str(results)]
     assert argv[:3] == ["python3", "-m", "tests.bench.multikueue"], command
     process = await asyncio.create_subprocess_exec(
         sys.executable, *argv[1:], cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -67,15 +67,19 @@ async def test_the_documented_comparison_runs_both_dispatchers_and_counts_their_
     multikueue, multiqueue = run["multikueue"], run["multiqueue"]
     for figures in (multikueue, multiqueue):
         assert figures["jobs_complete"] == JOBS and figures["never_finished"]["count"] == 0, figures
-        assert figures["dispatcher_cpu_ms_per_job"] > 0
-        assert 0 < figures["dispatch_latency"]["p50_ms"] <= figures["dispatch_latency"]["p99_ms"]
+        assert figures["dispatcher_cpu_ms_per_job"] > 0, figures
+        # Not above 0 for multiqueue: its mirror can be seen before the bench reads the answer to its create.
+        assert figures["dispatch_latency"]["p50_ms"] <= figures["dispatch_latency"]["p99_ms"], figures
+    assert multikueue["dispatch_latency"]["p50_ms"] > 0, multikueue
     workers = ("worker-1", "worker-2")
     made = {w: multikueue["requests_per_job_by_resource"][w] for w in workers}
-    assert all(made[w]["create workloads"] == 1.0 for w in workers), "AllAtOnce: a Workload on every worker"
-    assert sum(made[w].get("create jobs", 0) for w in workers) == 1.0, "one Job copy, on one worker"
+    assert all(made[w]["create workloads"] == 1.0 for w in workers), (
+        f"AllAtOnce: a Workload on every worker {made}"
+    )
+    assert sum(made[w].get("create jobs", 0) for w in workers) == 1.0, f"one Job copy, on one worker {made}"
     assert multikueue["requests_per_job_by_resource"]["management"]["create workloads"] == 1.0
     assert multikueue["workers_kueue_cpu_ms_per_job"] > 0
     mirrors = {w: multiqueue["requests_per_job_by_resource"].get(w, {}) for w in workers}
-    assert sum(mirrors[w].get("create jobs", 0) for w in workers) == 1.0, "one mirror per Job"
-    assert sum(mirrors[w].get("delete jobs", 0) for w in workers) == 1.0, "deleted once finished"
+    assert sum(mirrors[w].get("create jobs", 0) for w in workers) == 1.0, f"one mirror per Job {mirrors}"
+    assert sum(mirrors[w].get("delete jobs", 0) for w in workers) == 1.0, f"deleted once finished {mirrors}"
     assert "create workloads" not in multiqueue["requests_per_job_by_resource"]["management"]
