@@ -12,6 +12,8 @@ from multiqueue.dispatch.config import Capacity, ClusterName, DashboardConfig, f
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "clusters" / "local.yaml"
 
 ControlPlane = Literal["embedded", "upstream"]
+# The processes of an upstream control plane that ``extraArgs`` can give flags to.
+UpstreamComponent = Literal["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 
 
 def _all_controllers() -> list[Literal["job", "cronjob"]]:
@@ -30,6 +32,20 @@ class LocalCluster(BaseModel):
     kubelet: Literal["process", "simulate", "none"] = "process"
     # How many pods the node runs at once; the rest wait Pending.
     capacity_pods: Annotated[int, Field(ge=1, alias="capacityPods")] = 110
+    # Flags appended to an upstream component's own (a later flag wins over an earlier one of the same name), e.g.
+    # kube-controller-manager's rate limits or kube-apiserver's audit log: upstream control plane only.
+    extra_args: Annotated[dict[UpstreamComponent, list[str]], Field(alias="extraArgs")] = Field(
+        default_factory=dict
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _flags(cls, extra_args: dict[UpstreamComponent, list[str]]) -> dict[UpstreamComponent, list[str]]:
+        for component, flags in extra_args.items():
+            for flag in flags:
+                if not flag.startswith("-"):
+                    raise ValueError(f"{component}: {flag!r} is not a flag: write each as --name=value")
+        return extra_args
 
 
 class LocalWorker(BaseModel):
@@ -94,6 +110,17 @@ class LocalConfig(BaseModel):
                     raise ValueError(f"manager names cluster {name!r}, which is not in clusters")
             if self.manager.management in self.manager.worker_names:
                 raise ValueError("the management cluster cannot also be a worker")
+        return self
+
+    @model_validator(mode="after")
+    def _extra_args_need_upstream(self) -> LocalConfig:
+        if self.control_plane != "upstream":
+            for cluster in self.clusters:
+                if cluster.extra_args:
+                    raise ValueError(
+                        f"cluster {cluster.name!r} has extraArgs, which only an upstream control plane takes: "
+                        "set controlPlane: upstream"
+                    )
         return self
 
     @field_validator("clusters")

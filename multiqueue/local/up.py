@@ -33,7 +33,13 @@ from multiqueue.dispatch.manager import Manager
 from multiqueue.local.certs import serving_cert
 from multiqueue.local.components import ClusterComponents
 from multiqueue.local.config import LocalCluster, LocalConfig
-from multiqueue.local.upstream import Binaries, ControlPlaneFiles, UpstreamControlPlane, allocate_ports
+from multiqueue.local.upstream import (
+    Binaries,
+    ControlPlaneError,
+    ControlPlaneFiles,
+    UpstreamControlPlane,
+    allocate_ports,
+)
 from multiqueue.loop.files import private_dirs, write_private
 
 log = logging.getLogger(__name__)
@@ -92,6 +98,11 @@ class LocalClusters:
         missing raise :class:`~multiqueue.local.upstream.MissingBinaries` before anything is made; a control plane
         that fails to start raises :class:`~multiqueue.local.upstream.ControlPlaneError`; either way, whatever was
         started is stopped."""
+        if not self.upstream and any(c.extra_args for c in self.config.clusters):
+            # `local up --control-plane embedded` over a config written for upstream.
+            raise ControlPlaneError(
+                "extraArgs pass flags to upstream components: use --control-plane upstream"
+            )
         binaries = await asyncio.to_thread(Binaries.find, self.assets) if self.upstream else None
         await asyncio.to_thread(private_dirs, self.state_dir)
         try:
@@ -186,6 +197,7 @@ class LocalClusters:
                 ports[cluster.name],
                 self.say,
                 disposable=self.disposable,
+                extra_args=cluster.extra_args,
             )
         return planes
 

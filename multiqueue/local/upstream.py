@@ -47,7 +47,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
@@ -58,6 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from multiqueue.api.versions import KUBERNETES_VERSION
 from multiqueue.local.certs import ServingCert
+from multiqueue.local.config import UpstreamComponent
 from multiqueue.loop.files import open_private, private_dirs, write_private
 
 log = logging.getLogger(__name__)
@@ -436,7 +437,8 @@ class UpstreamControlPlane:
     :meth:`start` returns once kube-apiserver answers /readyz, kube-scheduler is ready and kube-controller-manager
     works (it made the ServiceAccount ``default/default``, which pods need); it stops whatever it started if it
     fails or is cancelled. :meth:`stop` stops every process; the files stay. ``disposable``: a cluster whose files
-    are thrown away after it stops (see :data:`DISPOSABLE_ETCD_ARGUMENTS`); ``multiqueue local up`` keeps its own."""
+    are thrown away after it stops (see :data:`DISPOSABLE_ETCD_ARGUMENTS`); ``multiqueue local up`` keeps its own.
+    ``extra_args``: more flags for a binary, after ours (the cluster's ``extraArgs``)."""
 
     def __init__(
         self,
@@ -449,6 +451,7 @@ class UpstreamControlPlane:
         say: Say,
         *,
         disposable: bool = False,
+        extra_args: Mapping[UpstreamComponent, Sequence[str]] | None = None,
     ) -> None:
         self.name = name
         self.binaries = binaries
@@ -458,6 +461,7 @@ class UpstreamControlPlane:
         self.ports = ports
         self.say = say
         self.disposable = disposable
+        self.extra_args: dict[str, list[str]] = {k: list(v) for k, v in (extra_args or {}).items()}
         self.processes: dict[str, ChildProcess] = {}
         self._lock: IO[str] | None = None
 
@@ -551,16 +555,19 @@ class UpstreamControlPlane:
         return {"GOGC": DISPOSABLE_GOGC, **os.environ}
 
     def _arguments(self, binary: str) -> list[str]:
+        """A binary's flags: ours, then the cluster's ``extraArgs`` for it (the last of a flag wins)."""
         match binary:
             case "etcd":
-                return self._etcd_arguments()
+                ours = self._etcd_arguments()
             case "kube-apiserver":
-                return self._apiserver_arguments()
+                ours = self._apiserver_arguments()
             case "kube-controller-manager":
-                return self._controller_manager_arguments()
+                ours = self._controller_manager_arguments()
             case "kube-scheduler":
-                return self._scheduler_arguments()
-        raise ValueError(f"not a control-plane binary: {binary}")
+                ours = self._scheduler_arguments()
+            case _:
+                raise ValueError(f"not a control-plane binary: {binary}")
+        return [*ours, *self.extra_args.get(binary, ())]
 
     def _etcd_arguments(self) -> list[str]:
         client = f"http://{HOST}:{self.ports.etcd_client}"

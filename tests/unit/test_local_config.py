@@ -12,6 +12,7 @@ import yaml
 from multiqueue.dispatch.config import ConfigError
 from multiqueue.local.config import DEFAULT_CONFIG, load_local_config
 from multiqueue.local.up import LocalClusters
+from tests.support.docblocks import named_files
 
 CLUSTERS = [{"name": n} for n in ("management", "worker-1", "worker-2")]
 
@@ -72,3 +73,62 @@ def test_the_shipped_local_yaml_labels_its_workers() -> None:
         "worker-1": {"region": "eu"},
         "worker-2": {"region": "us"},
     }
+
+
+@pytest.mark.parametrize(
+    ("clusters", "control_plane", "error"),
+    [
+        (
+            [{"name": "w", "extraArgs": {"kube-proxy": ["--v=2"]}}],
+            "upstream",
+            "clusters.0.extraArgs.kube-proxy.[key]: Input should be 'etcd', 'kube-apiserver', "
+            "'kube-controller-manager' or 'kube-scheduler'",
+        ),
+        (
+            [{"name": "w", "extraArgs": {"kube-apiserver": ["v=2"]}}],
+            "upstream",
+            "kube-apiserver: 'v=2' is not a flag",
+        ),
+        (
+            [{"name": "w", "extraArgs": {"kube-controller-manager": ["--kube-api-qps=1000"]}}],
+            "embedded",
+            "cluster 'w' has extraArgs, which only an upstream control plane takes: set controlPlane: upstream",
+        ),
+        (
+            [{"name": "w", "extraArgs": {"kube-controller-manager": ["--kube-api-qps=1000"]}}],
+            None,
+            "cluster 'w' has extraArgs, which only an upstream control plane takes",
+        ),
+        (
+            [{"name": "w", "extraArgs": {"kube-controller-manager": ["--kube-api-qps=1000"]}}],
+            "upstream",
+            None,
+        ),
+        ([{"name": "w", "extraArgs": {}}], "embedded", None),
+    ],
+    ids=["unknown component", "not a flag", "embedded", "embedded by default", "upstream", "empty"],
+)
+def test_extra_args_name_upstream_components_and_need_an_upstream_control_plane(
+    tmp_path: Path, clusters: list[dict[str, Any]], control_plane: str | None, error: str | None
+) -> None:
+    path = tmp_path / "local.yaml"
+    path.write_text(
+        yaml.safe_dump({"clusters": clusters} | ({"controlPlane": control_plane} if control_plane else {}))
+    )
+    if error is None:
+        assert load_local_config(path).clusters[0].extra_args == clusters[0]["extraArgs"]
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_local_config(path)
+    assert error in str(raised.value)
+
+
+def test_the_admin_guides_extra_args_example_loads(tmp_path: Path) -> None:
+    path = tmp_path / "fast-workers.yaml"
+    path.write_text(named_files("docs/admin-guide.md")["fast-workers.yaml"])
+    config = load_local_config(path)
+    assert config.clusters[1].extra_args["kube-controller-manager"] == [
+        "--kube-api-qps=1000",
+        "--kube-api-burst=1000",
+        "--concurrent-job-syncs=50",
+    ]

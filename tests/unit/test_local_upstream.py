@@ -18,6 +18,7 @@ from multiqueue.local.upstream import (
     DISPOSABLE_GOGC,
     Binaries,
     ChildProcess,
+    ControlPlaneError,
     ControlPlaneFiles,
     Ports,
     UpstreamControlPlane,
@@ -115,3 +116,50 @@ async def test_a_disposable_plane_kills_every_process_on_stop(tmp_path: Path) ->
     async with asyncio.timeout(5):
         await plane.stop()
     assert plane.processes == {}
+
+
+def test_extra_args_follow_ours_for_their_component_only(tmp_path: Path) -> None:
+    tls = ServingCert(tmp_path / "ca.crt", tmp_path / "serving.crt", tmp_path / "serving.key")
+    extra = {"kube-controller-manager": ["--kube-api-qps=1000", "--concurrent-job-syncs=50"]}
+    plane = UpstreamControlPlane(
+        "management",
+        Binaries(tmp_path / "bin"),
+        ControlPlaneFiles(tmp_path / "control-plane"),
+        tls,
+        "token",
+        Ports(apiserver=1, etcd_client=2, etcd_peer=3, controller_manager=4, scheduler=5),
+        lambda _: None,
+        extra_args=extra,
+    )
+    plain = _plane(tmp_path, disposable=False)
+    kcm = plane._arguments("kube-controller-manager")
+    assert kcm[-2:] == extra["kube-controller-manager"], "after ours, so the last of a flag wins"
+    assert kcm[:-2] == plain._arguments("kube-controller-manager")
+    for other in ("etcd", "kube-apiserver", "kube-scheduler"):
+        assert plane._arguments(other) == plain._arguments(other)
+
+
+def test_local_clusters_hand_each_cluster_its_extra_args(tmp_path: Path) -> None:
+    audit = ["--audit-log-path=/tmp/audit.log"]
+    config = LocalConfig.model_validate(
+        {
+            "controlPlane": "upstream",
+            "clusters": [
+                {"name": "management", "extraArgs": {"kube-apiserver": audit}},
+                {"name": "worker-1"},
+            ],
+        }
+    )
+    planes = LocalClusters(config, tmp_path / "state")._control_planes(Binaries(tmp_path / "bin"))
+    assert planes["management"].extra_args == {"kube-apiserver": audit}
+    assert planes["worker-1"].extra_args == {}
+
+
+async def test_local_clusters_refuse_extra_args_when_made_embedded(tmp_path: Path) -> None:
+    """``local up --control-plane embedded`` over a config written for upstream: nothing starts."""
+    config = LocalConfig.model_validate(
+        {"controlPlane": "upstream", "clusters": [{"name": "m", "extraArgs": {"kube-apiserver": ["--v=2"]}}]}
+    ).model_copy(update={"control_plane": "embedded"})
+    with pytest.raises(ControlPlaneError, match="--control-plane upstream"):
+        await LocalClusters(config, tmp_path / "state").start()
+    assert not (tmp_path / "state").exists()
