@@ -292,11 +292,13 @@ async def profile(
     processes: dict[str, Process], folder: Path, raw: bool = False
 ) -> list[asyncio.subprocess.Process]:
     """py-spy recording each process: a flame graph per process (``raw``: collapsed stacks, one per line, to read
-    as text), written when the recorder is stopped with SIGINT."""
+    as text), written when the recorder is stopped with SIGINT. Only samples that hold the GIL count: on a shared
+    machine a process waiting in a system call, or for a core, would otherwise look busy there."""
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     recorders = []
     for name, started in processes.items():
-        command = ["py-spy", "record", "--pid", str(started.process.pid), "--rate", "50", "--nonblocking"]
+        pid = str(started.process.pid)
+        command = ["py-spy", "record", "--pid", pid, "--rate", "200", "--nonblocking", "--gil"]
         output = (
             ["--format", "raw", "--output", str(folder / f"{name}.txt")]
             if raw
