@@ -25,7 +25,9 @@ from multiqueue.local.upstream import (
 )
 
 
-def _plane(tmp_path: Path, disposable: bool) -> UpstreamControlPlane:
+def _plane(
+    tmp_path: Path, disposable: bool, extra_args: dict[str, list[str]] | None = None
+) -> UpstreamControlPlane:
     tls = ServingCert(tmp_path / "ca.crt", tmp_path / "serving.crt", tmp_path / "serving.key")
     return UpstreamControlPlane(
         "management",
@@ -36,6 +38,7 @@ def _plane(tmp_path: Path, disposable: bool) -> UpstreamControlPlane:
         Ports(apiserver=1, etcd_client=2, etcd_peer=3, controller_manager=4, scheduler=5),
         lambda _: None,
         disposable=disposable,
+        extra_args=extra_args,
     )
 
 
@@ -119,18 +122,8 @@ async def test_a_disposable_plane_kills_every_process_on_stop(tmp_path: Path) ->
 
 
 def test_extra_args_follow_ours_for_their_component_only(tmp_path: Path) -> None:
-    tls = ServingCert(tmp_path / "ca.crt", tmp_path / "serving.crt", tmp_path / "serving.key")
     extra = {"kube-controller-manager": ["--kube-api-qps=1000", "--concurrent-job-syncs=50"]}
-    plane = UpstreamControlPlane(
-        "management",
-        Binaries(tmp_path / "bin"),
-        ControlPlaneFiles(tmp_path / "control-plane"),
-        tls,
-        "token",
-        Ports(apiserver=1, etcd_client=2, etcd_peer=3, controller_manager=4, scheduler=5),
-        lambda _: None,
-        extra_args=extra,
-    )
+    plane = _plane(tmp_path, disposable=False, extra_args=extra)
     plain = _plane(tmp_path, disposable=False)
     kcm = plane._arguments("kube-controller-manager")
     assert kcm[-2:] == extra["kube-controller-manager"], "after ours, so the last of a flag wins"
