@@ -98,8 +98,7 @@ class LossClock:
                 if lease_name(self.pool.origin, name) != metadata(lease).get("name") or since is None:
                     continue
                 if worker.inactive_since is not None and since < worker.inactive_since:
-                    worker.inactive_since = since
-                    self.pool.generation += 1  # it may be lost already: no view of it as it was stays
+                    self.pool.unreachable_since(worker, since)
                     log.info("worker %s has been unreachable since %s", name, _micro_time(since))
 
     async def run(self) -> None:

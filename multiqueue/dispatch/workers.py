@@ -354,6 +354,12 @@ class WorkerPool:
             self.generation += 1
             self.listener.worker_changed(name)
 
+    def unreachable_since(self, worker: Worker, since: float) -> None:
+        """``worker`` has been unreachable since ``since`` (an earlier replica's record): it may be lost already,
+        so no view of it as it was is kept."""
+        worker.inactive_since = since
+        self.generation += 1
+
     def drained(self, name: str, ledger: Ledger) -> bool:
         """Nothing of ours is left on the worker: no Job placed there, no mirror in its caches."""
         worker = self.workers.get(name)
