@@ -3,13 +3,15 @@
 A cached object is mostly small dicts and short strings, and the same strings recur: a Job's UID appears in its
 selector and in its template's labels, its name in labels, and values such as ``Never`` or ``default`` in every
 Job. Interning makes each such string one object however often it recurs; dropping managedFields removes what a
-cache's readers never look at (an update sent without them leaves the server's as they are).
+cache's readers never look at (an update sent without them leaves the server's as they are). Small maps of strings
+recur whole across objects (a label set, an empty map, the conditions of Jobs that finished in the same second):
+each such map seen lately is held once too. Readers of a cache never change what it holds, so sharing is safe.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Final
 
 from multiqueue.api.fastjson import dumps
 from multiqueue.api.types import Obj
@@ -43,11 +45,30 @@ def _same(kept: Any, value: Any) -> bool:
     )
 
 
+# Maps whose every value is a string, seen lately, by their items (in order: equal JSON, not just equal dicts).
+_SHARED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+SHARED_KEPT: Final = 4096
+
+
 def _interned(value: Any) -> Any:
     if isinstance(value, str):
         return sys.intern(value)
     if isinstance(value, dict):
-        return {k: _interned(v) for k, v in value.items()}
+        return _shared({k: _interned(v) for k, v in value.items()})
     if isinstance(value, list):
         return [_interned(v) for v in value]
     return value
+
+
+def _shared(copy: dict[str, Any]) -> dict[str, Any]:
+    """The map held for ``copy``'s items, when every value is a string: one seen lately, or ``copy`` from now on."""
+    if not all(type(v) is str for v in copy.values()):
+        return copy
+    items = tuple(copy.items())
+    found = _SHARED.get(items)
+    if found is not None:
+        return found
+    if len(_SHARED) >= SHARED_KEPT:
+        del _SHARED[next(iter(_SHARED))]  # the oldest: what recurs lately stays
+    _SHARED[items] = copy
+    return copy

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -318,9 +319,10 @@ def annotations_of(obj: Any) -> dict[str, str]:
 
 
 def key_of(obj: Any) -> str:
-    """``namespace/name``, or ``name`` for cluster-scoped objects: the key of caches and work queues."""
+    """``namespace/name``, or ``name`` for cluster-scoped objects: the key of caches and work queues. Interned: a
+    manager holds the key of each Job in several maps (cache, ledger, queue, metrics), each made from its own event."""
     ns = namespace_of(obj)
-    return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
+    return sys.intern(f"{ns}/{name_of(obj)}") if ns else name_of(obj)
 
 
 def is_deleting(obj: Any) -> bool:

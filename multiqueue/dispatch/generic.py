@@ -11,9 +11,10 @@ on from, a status to show while it waits to run again. Without an extra the disp
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, runtime_checkable
+import functools
+from typing import Protocol, cast, runtime_checkable
 
-from multiqueue.api.compaction import compacted
+from multiqueue.api.compaction import compacted, without_nested_spec
 from multiqueue.api.meta import as_dict, as_list, find_condition, parse_time
 from multiqueue.api.quantities import parse_quantity
 from multiqueue.api.types import Obj, Resource
@@ -110,30 +111,47 @@ class JobWithRerunStatus(Protocol):
 
 
 def cached_user(adapter: GenericJob, job: Obj, previous: Obj | None) -> Obj:
-    """What the manager keeps of a user's Job: all of it, compact, while it may still run; once finished, not its
-    pod template. Only making a mirror and counting the Job against a worker's capacity read the template, and a
-    finished Job has neither again, while a manager may track a great many of them."""
+    """What the manager keeps of a user's Job: all of it, compact, while it may still run; once finished, only the
+    scalar fields of its spec (as of a mirror), as long as the adapter reads the same managedBy and suspend from
+    them. Only making a mirror and counting the Job against a worker's capacity read the template and the rest,
+    and a finished Job has neither again, while a manager may track a great many of them."""
     kept = compacted(job, previous)
-    spec = kept.get("spec")
-    if isinstance(spec, dict) and "template" in spec and adapter.is_finished(kept):
-        kept["spec"] = {k: v for k, v in spec.items() if k != "template"}
-    return kept
+    if not adapter.is_finished(kept):
+        return kept
+    slim = without_nested_spec(kept)
+    same = adapter.managed_by(slim) == adapter.managed_by(kept) and adapter.is_suspended(
+        slim
+    ) == adapter.is_suspended(kept)
+    return slim if same else kept
+
+
+@functools.cache
+def _implements(cls: type, protocol: type) -> bool:
+    """``isinstance(adapter, protocol)`` for an adapter of ``cls``, answered once per class: a check against a
+    Protocol looks up each of its members, and every sync asks."""
+    return issubclass(cls, protocol)
 
 
 def priority_class_of(adapter: GenericJob, obj: Obj) -> str | None:
     """The Job's PriorityClass; None for a kind without them (it ranks as one without a PriorityClass)."""
-    return adapter.priority_class(obj) if isinstance(adapter, JobWithPriorityClass) else None
+    if not _implements(type(adapter), JobWithPriorityClass):
+        return None
+    return cast(JobWithPriorityClass, adapter).priority_class(obj)
 
 
 def progress_of(adapter: GenericJob, obj: Obj) -> Obj | None:
     """The progress a new mirror starts from; None for a kind without it (the new mirror starts over)."""
-    return adapter.progress(obj) if isinstance(adapter, JobWithProgress) else None
+    return (
+        cast(JobWithProgress, adapter).progress(obj) if _implements(type(adapter), JobWithProgress) else None
+    )
 
 
 def rerun_status_of(adapter: GenericJob, obj: Obj) -> Obj | None:
     """The user's status once its mirror is lost; None for a kind without it (the status stays until the next
     mirror's follows)."""
-    return adapter.rerun_status(obj) if isinstance(adapter, JobWithRerunStatus) else None
+    if not _implements(type(adapter), JobWithRerunStatus):
+        return None
+    return cast(JobWithRerunStatus, adapter).rerun_status(obj)
 
 
 def pod_requests(pod_template: object) -> dict[str, float]:

@@ -71,8 +71,16 @@ Filter = Callable[[Asked, Worker], Verdict]
 EPSILON: Final = 1e-9
 
 
+# One passing verdict per filter, shared: a verdict is immutable, and placement asks every filter about every
+# worker for each Job it places, where most pass.
+_PASSED: dict[str, Verdict] = {}
+
+
 def _passes(name: str) -> Verdict:
-    return Verdict(name)
+    found = _PASSED.get(name)
+    if found is None:
+        found = _PASSED[name] = Verdict(name)
+    return found
 
 
 def not_excluded(asked: Asked, worker: Worker) -> Verdict:

@@ -20,10 +20,14 @@ Jobs finished per second over time, the manager's CPU seconds and ms per Job, RS
 manager's own requests per Job from its ``rest_client_requests_total`` (by cluster: management, workers; by verb),
 Events apart.
 
-Run: ``python -m tests.bench.dispatch_scale [--jobs N | --rate R --duration S] [--workers W]
+``--idle-servers K`` also runs K API servers the manager is not given: with ``--workers 2 --idle-servers 48`` the
+machine is as busy as with 50 workers (on 2 cores, 50 servers keep the load average near 10 and make every
+process's CPU time dearer), so the pair of runs shows what the workers cost the manager itself.
+
+Run: ``python -m tests.bench.dispatch_scale [--jobs N | --rate R --duration S] [--workers W] [--idle-servers K]
 [--workers-mode full|cheap] [--control-plane embedded|upstream]``; the figures go to tests/bench/results.json under
-``dispatch_scale/<control plane>/<load>/<W> workers`` (cheap workers: ``dispatch_scale_cheap/...``), the load being
-``<N> jobs`` or ``<R> per s for <S> s``.
+``dispatch_scale/<control plane>/<load>/<W> workers`` (cheap workers: ``dispatch_scale_cheap/...``; with idle
+servers, ``<W> workers, <K> idle servers``), the load being ``<N> jobs`` or ``<R> per s for <S> s``.
 """
 
 from __future__ import annotations
@@ -345,10 +349,13 @@ async def main(
     results: Path = RESULTS,
     workers_mode: str = "full",
     writers: str = "bench",
+    idle_servers: int = 0,
 ) -> None:
     jobs_total = load.jobs
     base = Path(tempfile.mkdtemp(prefix="mq-bench-scale-"))
     names = [f"worker-{i}" for i in range(1, workers + 1)]
+    # Servers the manager is not given: a run with few workers on a machine as busy as a run with many.
+    idle = [f"idle-{i}" for i in range(1, idle_servers + 1)]
     within = 300.0 if control_plane == "upstream" else 60.0
     cheap = workers_mode == "cheap"
     processes: dict[str, Process] = {}
@@ -356,8 +363,8 @@ async def main(
     tasks: list[asyncio.Task[None]] = []
     writing: list[StatusWriter] = []
     try:
-        for name in ["management", *names]:
-            cluster = cluster_of(name, workers_mode, max(110, 2 * jobs_total))
+        for name in ["management", *names, *idle]:
+            cluster = cluster_of(name, "cheap" if name in idle else workers_mode, max(110, 2 * jobs_total))
             if control_plane == "upstream" and name != "management":
                 cluster["extraArgs"] = {"kube-controller-manager": list(UPSTREAM_WORKER_KCM_ARGUMENTS)}
             local = base / f"{name}.yaml"
@@ -525,6 +532,8 @@ async def main(
     }
     if load.rate is not None:
         figures |= {"rate_per_s": load.rate, "duration_s": load.duration}
+    if idle:
+        figures["idle_servers"] = len(idle)
     if control_plane == "upstream":
         figures["worker_kube_controller_manager"] = list(UPSTREAM_WORKER_KCM_ARGUMENTS)
     if cheap:
@@ -533,7 +542,8 @@ async def main(
             "; cheap workers: API servers with no Job controller and no kubelet, each mirror finished by one "
             "status write (tests/bench/status_writer.py)"
         )
-    record(f"{prefix}/{control_plane}/{load.name}/{workers} workers", figures, results)
+    beside = f", {len(idle)} idle servers" if idle else ""
+    record(f"{prefix}/{control_plane}/{load.name}/{workers} workers{beside}", figures, results)
 
 
 def arguments() -> argparse.Namespace:
@@ -554,6 +564,13 @@ def arguments() -> argparse.Namespace:
         choices=("bench", "process"),
         default="bench",
         help="with --workers-mode cheap: the status writers as tasks of the bench, or a process per worker",
+    )
+    parser.add_argument(
+        "--idle-servers",
+        type=int,
+        default=0,
+        help="also run this many API servers the manager is not given, so that a run with few workers loads the "
+        "machine as one with many does",
     )
     parser.add_argument(
         "--flames", type=Path, help="write a py-spy flame graph of each process to this folder"
@@ -588,5 +605,6 @@ if __name__ == "__main__":
             options.results,
             options.workers_mode,
             options.writers,
+            options.idle_servers,
         )
     )

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -185,10 +185,17 @@ class Sampler:
     longest at the highest priority (the ledger serves those first; a Job behind one that does not fit
     rightly waits)."""
 
-    def __init__(self, management: KubeClient, worker: KubeClient, asked: dict[Key, float]) -> None:
+    def __init__(
+        self,
+        management: KubeClient,
+        worker: KubeClient,
+        asked: dict[Key, float],
+        held: Callable[[], list[str]] = list,
+    ) -> None:
         self.management = management
         self.worker = worker
         self.asked = asked
+        self.held = held  # what the manager holds the worker's capacity for, named in a violation's message
         self.samples: list[Sample] = []
         self.violations: list[str] = []
         self._since: dict[Key, float] = {}  # waiting while the worker had room, from then on
@@ -270,7 +277,7 @@ class Sampler:
                 self.violations.append(
                     f"{key[0]}/{key[1]} waited from {since:.1f} s to {now:.1f} s while the worker ran "
                     f"{len(running)} of {MAX_JOBS} ({sorted(n for _, n in running)}) with {cpu:g} of "
-                    f"{CPU_QUOTA:g} cpu and it asks {self.asked[key]:g}"
+                    f"{CPU_QUOTA:g} cpu and it asks {self.asked[key]:g}; the manager held it for {self.held()}"
                 )
 
 
@@ -332,7 +339,11 @@ async def test_jobs_and_jobgroups_share_the_worker_capacity_and_leave_no_slot_id
         for k in ("Job", "JobGroup")
     }
     recorders = [*users.values(), *mirrors.values()]
-    sampler = Sampler(management, worker, asked)
+    dispatcher = env.manager.dispatcher
+    assert dispatcher is not None
+    sampler = Sampler(
+        management, worker, asked, lambda: sorted(f"{k}/{n}" for k, n in dispatcher.ledger.placed_on(WORKER))
+    )
     await runner.start()
     for recorder in recorders:
         await recorder.start()

@@ -59,7 +59,7 @@ async def test_the_documented_benchmark_runs_and_counts_the_managers_requests(tm
 async def test_cheap_workers_leave_the_managers_own_cost_in_a_burst_and_at_a_steady_rate(
     tmp_path: Path,
 ) -> None:
-    (block,) = shell_blocks("docs/performance.md", "## The manager's own cost")
+    block, _ = shell_blocks("docs/performance.md", "## The manager's own cost")
     burst, steady = [shlex.split(line) for line in block.splitlines() if "tests.bench.dispatch_scale" in line]
     assert "cheap" in burst and "cheap" in steady and "--rate" in steady, block
     results = tmp_path / "results.json"
@@ -82,6 +82,27 @@ async def test_cheap_workers_leave_the_managers_own_cost_in_a_burst_and_at_a_ste
     assert on_workers["POST"] == on_workers["DELETE"] == 1.0, "one create and one delete per mirror"
     assert 0 < run["dispatch_latency"]["p50_ms"] <= run["dispatch_latency"]["p99_ms"]
     assert run["manager_cpu_ms_per_job"] > 0 and run["status_sync_latency"]["p50_ms"] >= 0
+
+
+async def test_fifty_workers_are_measured_against_two_on_a_machine_as_busy(tmp_path: Path) -> None:
+    _, block = shell_blocks("docs/performance.md", "## The manager's own cost")
+    many, few = [shlex.split(line) for line in block.splitlines() if "tests.bench.dispatch_scale" in line]
+    assert "--idle-servers" in few and "--idle-servers" not in many, block
+    results = tmp_path / "results.json"
+    # As written, smaller: 3 workers against 2 and 1 idle server.
+    await run_to_the_end([*many, "--jobs", "4", "--workers", "3", "--results", str(results)])
+    await run_to_the_end([*few, "--jobs", "4", "--idle-servers", "1", "--results", str(results)])
+    figures = json.loads(results.read_text())
+    spread = figures["dispatch_scale_cheap/embedded/4 jobs/3 workers"]
+    beside = figures["dispatch_scale_cheap/embedded/4 jobs/2 workers, 1 idle servers"]
+    for run in (spread, beside):
+        assert run["jobs"] == 4 and sum(run["completed_per_second"]) == 4
+        assert run["manager_cpu_ms_per_job"] > 0
+        assert run["manager_requests_per_job_by_verb"]["workers"]["POST"] == 1.0, "one mirror per Job"
+    servers = {"manager", "management", "worker-1", "worker-2"}
+    assert set(spread["cpu_seconds_by_process"]) == servers | {"worker-3"} and "idle_servers" not in spread
+    # The idle server ran beside the run.
+    assert beside["idle_servers"] == 1 and set(beside["cpu_seconds_by_process"]) == servers | {"idle-1"}
 
 
 async def test_the_documented_dashboard_benchmark_times_the_page_and_its_changes(tmp_path: Path) -> None:

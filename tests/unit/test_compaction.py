@@ -8,8 +8,9 @@ import copy
 import orjson
 import pytest
 
-from multiqueue.api.compaction import compacted, without_nested_spec
-from multiqueue.api.types import Obj
+from multiqueue.api.compaction import _SHARED, SHARED_KEPT, compacted, without_nested_spec
+from multiqueue.api.types import Obj, Resource
+from multiqueue.dispatch.adapters.declared import DeclaredAdapter, DeclaredKind
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.generic import cached_user
 from multiqueue.dispatch.mirror import cached_mirror
@@ -126,13 +127,52 @@ def test_a_mirror_update_keeps_the_previous_copy_of_its_spec() -> None:
     assert kept["spec"] is previous["spec"] and kept["status"] == {"succeeded": 1}
 
 
-def test_the_manager_keeps_a_running_jobs_template_and_drops_a_finished_ones() -> None:
+def test_the_manager_keeps_a_running_jobs_spec_and_only_the_scalars_of_a_finished_ones() -> None:
     adapter = BatchJobAdapter()
     running = cached_user(adapter, job(), None)
-    assert running["spec"]["template"] == job()["spec"]["template"]
+    assert running["spec"] == job()["spec"]
     finished = job()
     finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 2}
     kept = cached_user(adapter, finished, running)
-    assert "template" not in kept["spec"]
-    assert kept["spec"]["completions"] == 2 and kept["spec"]["selector"] == job()["spec"]["selector"]
+    assert kept["spec"] == {"suspend": False, "completions": 2}
     assert kept["status"] == finished["status"] and "template" in finished["spec"]
+
+
+def test_a_finished_job_keeps_its_nested_spec_where_its_kind_reads_managed_by_there() -> None:
+    kind = DeclaredKind(
+        Resource("example.com", "v1", "trainers", "Trainer"),
+        managed_by=("spec", "runPolicy", "managedBy"),
+        suspend=("spec", "runPolicy", "suspend"),
+        succeeded="Succeeded",
+    )
+    trainer = {
+        "metadata": {"name": "t"},
+        "spec": {"runPolicy": {"managedBy": "multiqueue.dev/dispatcher"}, "stages": [{"replicas": 1}]},
+        "status": {"conditions": [{"type": "Succeeded", "status": "True"}]},
+    }
+    kept = cached_user(DeclaredAdapter(kind), trainer, None)
+    assert kept["spec"] == trainer["spec"]
+
+
+def test_maps_of_strings_that_recur_across_objects_are_held_once() -> None:
+    first, second = compacted(job("uid-1")), compacted(job("uid-2"))
+    done = {"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-29T03:00:00Z"}
+    a = compacted({"status": {"conditions": [dict(done)], "uncountedTerminatedPods": {}}})
+    b = compacted({"status": {"conditions": [dict(done)], "uncountedTerminatedPods": {}}})
+    assert a["status"]["conditions"][0] is b["status"]["conditions"][0]
+    assert a["status"]["uncountedTerminatedPods"] is b["status"]["uncountedTerminatedPods"]
+    # Maps that differ, or hold more than strings, are each their own.
+    assert first["metadata"]["labels"] is not second["metadata"]["labels"]
+    assert first["status"]["conditions"][0] is second["status"]["conditions"][0]
+    counted = [compacted({"spec": {"n": 1}})["spec"] for _ in range(2)]
+    assert counted[0] is not counted[1]
+    # The same items in another order are another JSON text: not shared.
+    swapped = compacted({"m": {"b": "2", "a": "1"}})["m"]
+    assert swapped is not compacted({"m": {"a": "1", "b": "2"}})["m"]
+    assert list(swapped) == ["b", "a"]
+
+
+def test_the_maps_held_for_sharing_are_bounded() -> None:
+    for i in range(SHARED_KEPT + 10):
+        compacted({"metadata": {"labels": {"run": f"r{i}"}}})
+    assert len(_SHARED) == SHARED_KEPT
