@@ -10,6 +10,7 @@ each such map seen lately is held once too. Readers of a cache never change what
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Final
 
@@ -45,8 +46,6 @@ def _same(kept: Any, value: Any) -> bool:
     )
 
 
-# Maps whose every value is a string, seen lately, by their items (in order: equal JSON, not just equal dicts).
-_SHARED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 SHARED_KEPT: Final = 4096
 
 
@@ -61,14 +60,13 @@ def _interned(value: Any) -> Any:
 
 
 def _shared(copy: dict[str, Any]) -> dict[str, Any]:
-    """The map held for ``copy``'s items, when every value is a string: one seen lately, or ``copy`` from now on."""
+    """The map held for ``copy``'s items when every value is a string (one seen lately), else ``copy``."""
     if not all(type(v) is str for v in copy.values()):
         return copy
-    items = tuple(copy.items())
-    found = _SHARED.get(items)
-    if found is not None:
-        return found
-    if len(_SHARED) >= SHARED_KEPT:
-        del _SHARED[next(iter(_SHARED))]  # the oldest: what recurs lately stays
-    _SHARED[items] = copy
-    return copy
+    return _held(tuple(copy.items()))
+
+
+@functools.lru_cache(maxsize=SHARED_KEPT)
+def _held(items: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """One map per run of items, in order: the same items in another order are another JSON text."""
+    return dict(items)

@@ -119,10 +119,9 @@ def cached_user(adapter: GenericJob, job: Obj, previous: Obj | None) -> Obj:
     if not adapter.is_finished(kept):
         return kept
     slim = without_nested_spec(kept)
-    same = adapter.managed_by(slim) == adapter.managed_by(kept) and adapter.is_suspended(
-        slim
-    ) == adapter.is_suspended(kept)
-    return slim if same else kept
+    if adapter.managed_by(slim) != adapter.managed_by(kept):
+        return kept
+    return slim if adapter.is_suspended(slim) == adapter.is_suspended(kept) else kept
 
 
 @functools.cache
@@ -141,9 +140,9 @@ def priority_class_of(adapter: GenericJob, obj: Obj) -> str | None:
 
 def progress_of(adapter: GenericJob, obj: Obj) -> Obj | None:
     """The progress a new mirror starts from; None for a kind without it (the new mirror starts over)."""
-    return (
-        cast(JobWithProgress, adapter).progress(obj) if _implements(type(adapter), JobWithProgress) else None
-    )
+    if not _implements(type(adapter), JobWithProgress):
+        return None
+    return cast(JobWithProgress, adapter).progress(obj)
 
 
 def rerun_status_of(adapter: GenericJob, obj: Obj) -> Obj | None:

@@ -7,6 +7,7 @@ Filters are pure and independent: every filter runs over every worker, so each w
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
@@ -71,16 +72,11 @@ Filter = Callable[[Asked, Worker], Verdict]
 EPSILON: Final = 1e-9
 
 
-# One passing verdict per filter, shared: a verdict is immutable, and placement asks every filter about every
-# worker for each Job it places, where most pass.
-_PASSED: dict[str, Verdict] = {}
-
-
+@functools.cache
 def _passes(name: str) -> Verdict:
-    found = _PASSED.get(name)
-    if found is None:
-        found = _PASSED[name] = Verdict(name)
-    return found
+    """One passing verdict per filter, shared: a verdict is immutable, and placement asks every filter about every
+    worker for each Job it places, where most pass."""
+    return Verdict(name)
 
 
 def not_excluded(asked: Asked, worker: Worker) -> Verdict:
