@@ -8,28 +8,14 @@ backoffLimitPerIndex with maxFailedIndexes, activeDeadlineSeconds. Success: comp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-from multiqueue.api import indexes, jobs, pods
-from multiqueue.api.meta import as_dict, as_list, parse_time
+from multiqueue.api import jobs, jobverdicts, pods
+from multiqueue.api.jobverdicts import BACKOFF_LIMIT_MESSAGE, COMPLETIONS_REACHED_MESSAGE, Verdict
+from multiqueue.api.meta import as_dict
 from multiqueue.api.types import Event, Obj
 from multiqueue.controllers.job_accounting import Accounting
-
-DEFAULT_BACKOFF_LIMIT: Final = 6
-COMPLETIONS_REACHED_MESSAGE: Final = "Reached expected number of succeeded pods"
-BACKOFF_LIMIT_MESSAGE: Final = "Job has reached the specified backoff limit"
-DEADLINE_MESSAGE: Final = "Job was active longer than specified deadline"
-MAX_FAILED_INDEXES_MESSAGE: Final = "Job has exceeded the specified maximal number of failed indexes"
-FAILED_INDEXES_MESSAGE: Final = "Job has failed indexes"
-
-
-class Verdict(NamedTuple):
-    """Why a Job fails or succeeds: the reason and message of its condition."""
-
-    reason: str
-    message: str
 
 
 class Condition(NamedTuple):
@@ -48,46 +34,15 @@ class Ending(NamedTuple):
     completed: bool  # a success, which stamps status.completionTime
 
 
-def interim_condition(conditions: Sequence[Obj]) -> Obj | None:
-    """The FailureTarget or SuccessCriteriaMet condition that is True, if the Job has one."""
-    for cond in conditions:
-        if (
-            cond.get("type") in (jobs.FAILURE_TARGET, jobs.SUCCESS_CRITERIA_MET)
-            and cond.get("status") == "True"
-        ):
-            return cond
-    return None
-
-
-def _failed_indexes_verdict(job: Obj, counted: Accounting, total: int) -> Verdict | None:
-    limit = jobs.spec_of(job).get("maxFailedIndexes")
-    if isinstance(limit, int) and len(counted.failed_indexes) > limit:
-        return Verdict(jobs.MAX_FAILED_INDEXES_EXCEEDED, MAX_FAILED_INDEXES_MESSAGE)
-    if counted.failed_indexes and len(counted.failed_indexes) + len(counted.completed_indexes) >= total:
-        return Verdict(jobs.FAILED_INDEXES, FAILED_INDEXES_MESSAGE)
-    return None
-
-
 def _backoff_verdict(job: Obj, counted: Accounting) -> Verdict | None:
-    spec = jobs.spec_of(job)
-    limit = spec.get("backoffLimit")
-    limit = DEFAULT_BACKOFF_LIMIT if not isinstance(limit, int) else limit
-    if counted.failed_total > limit:
-        return Verdict(jobs.BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE)
-    if as_dict(as_dict(spec.get("template")).get("spec")).get("restartPolicy") == "OnFailure":
+    verdict = jobverdicts.failures_verdict(job, counted.failed_total)
+    if verdict is not None:
+        return verdict
+    limit = jobverdicts.backoff_limit(job)
+    if as_dict(as_dict(jobs.spec_of(job).get("template")).get("spec")).get("restartPolicy") == "OnFailure":
         restarts = sum(pods.restart_count(p) for p in counted.active)
         if (limit == 0 and restarts > 0) or (limit > 0 and restarts >= limit):
             return Verdict(jobs.BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE)
-    return None
-
-
-def _deadline_verdict(job: Obj, now: datetime) -> Verdict | None:
-    deadline = jobs.spec_of(job).get("activeDeadlineSeconds")
-    started = parse_time(jobs.status_of(job).get("startTime"))
-    if jobs.is_suspended(job) or not isinstance(deadline, int) or started is None:
-        return None
-    if now - started >= timedelta(seconds=deadline):
-        return Verdict(jobs.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
     return None
 
 
@@ -96,24 +51,10 @@ def failure_verdict(job: Obj, counted: Accounting, now: datetime) -> Verdict | N
     (backoffLimit), then its deadline (activeDeadlineSeconds, from the start time it had)."""
     total = jobs.completions(job)
     if jobs.spec_of(job).get("backoffLimitPerIndex") is not None and total is not None:
-        verdict = _failed_indexes_verdict(job, counted, total)
+        verdict = jobverdicts.failed_indexes_verdict(job, counted.completed_indexes, counted.failed_indexes)
     else:
         verdict = _backoff_verdict(job, counted)
-    return verdict if verdict is not None else _deadline_verdict(job, now)
-
-
-def _success_policy_verdict(job: Obj, completed: frozenset[int]) -> Verdict | None:
-    total = jobs.completions(job)
-    for i, raw in enumerate(as_list(as_dict(jobs.spec_of(job).get("successPolicy")).get("rules"))):
-        rule = as_dict(raw)
-        listed = rule.get("succeededIndexes")
-        wanted = set(indexes.parse_indexes(str(listed), total or 0)) if listed is not None else None
-        count = rule.get("succeededCount")
-        done = len(completed & wanted) if wanted is not None else len(completed)
-        satisfied = (wanted is None or wanted <= completed) if count is None else done >= int(count)
-        if satisfied:
-            return Verdict(jobs.SUCCESS_POLICY, f"Matched rules at index {i}")
-    return None
+    return verdict if verdict is not None else jobverdicts.deadline_verdict(job, now)
 
 
 def success_verdict(job: Obj, counted: Accounting) -> Verdict | None:
@@ -122,10 +63,7 @@ def success_verdict(job: Obj, counted: Accounting) -> Verdict | None:
     total = jobs.completions(job)
     reached = Verdict(jobs.COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE)
     if jobs.is_indexed(job):
-        by_policy = _success_policy_verdict(job, counted.completed_indexes)
-        if by_policy is not None:
-            return by_policy
-        return reached if total is not None and len(counted.completed_indexes) >= total else None
+        return jobverdicts.indexed_success_verdict(job, counted.completed_indexes)
     if total is None:
         return reached if counted.succeeded_total > 0 and not counted.active else None
     return reached if counted.succeeded_total >= total else None

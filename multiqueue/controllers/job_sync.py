@@ -17,12 +17,12 @@ from datetime import datetime
 from typing import Final
 
 from multiqueue.api import jobs
+from multiqueue.api.jobverdicts import interim_condition
 from multiqueue.api.meta import as_dict, as_list, format_time, is_deleting, parse_time, set_condition, uid_of
 from multiqueue.api.types import Event, Obj
 from multiqueue.controllers.job_accounting import account, counted_status, pod_counts
 from multiqueue.controllers.job_finish import (
     ending,
-    interim_condition,
     interim_verdict,
     may_end,
     until_deadline,

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 from multiqueue.api.meta import labels_of, metadata
 from multiqueue.api.types import Obj
-from multiqueue.dispatch.generic import GenericJob
+from multiqueue.dispatch.generic import GenericJob, PodSet, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
+from multiqueue.dispatch.split import parts_of
 
 Key = tuple[str, str]  # (kind, "namespace/name")
 Rank = tuple[int, str, str, str]  # (-priority, creationTimestamp, kind, "namespace/name")
@@ -27,13 +28,23 @@ def rank_of(key: Key, priority: int, created: str) -> Rank:
     return (-priority, created, key[0], key[1])
 
 
-def held_on(adapter: GenericJob, identity: Identity, user: Obj) -> str | None:
-    """The worker whose capacity the user's Job holds: the one it is placed on while it is unfinished and not
-    being deleted. The ledger of a running manager and ``multiqueue status`` both count by this rule."""
+def held_on(adapter: GenericJob, identity: Identity, user: Obj) -> dict[str, dict[str, float]]:
+    """What the user's Job holds of each worker, by worker: while it is unfinished and not being deleted, all it
+    asks of the worker it is placed on, or, run as parts, each part's share of it on the part's worker. The ledger
+    of a running manager and ``multiqueue status`` both count by this rule."""
     worker = labels_of(user).get(CLUSTER_LABEL)
     if worker is None or not identity.holds(user) or adapter.is_finished(user):
-        return None
-    return None if metadata(user).get("deletionTimestamp") else worker
+        return {}
+    if metadata(user).get("deletionTimestamp"):
+        return {}
+    parts = parts_of(user)
+    if parts is None:
+        return {worker: demand(adapter.pod_sets(user))}
+    pod_sets = adapter.pod_sets(user)
+    return {
+        plan.worker: demand([PodSet(s.name, plan.parallelism, s.requests) for s in pod_sets])
+        for plan in parts.plans
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +62,7 @@ NOTHING_USED: Final = Usage()
 
 class Ledger:
     def __init__(self) -> None:
-        self._placed: dict[Key, tuple[str, dict[str, float]]] = {}
+        self._placed: dict[Key, dict[str, dict[str, float]]] = {}
         self._usage: dict[str, Usage] = {}
         # Waiting Jobs: key -> (rank, workers it waits for capacity on); and the ranks, sorted.
         self._waiting: dict[Key, tuple[Rank, frozenset[str]]] = {}
@@ -59,35 +70,33 @@ class Ledger:
 
     # --- placed Jobs -------------------------------------------------------------------------------------------
 
-    def hold(self, key: Key, worker: str, demand: dict[str, float]) -> None:
-        """``key`` runs on ``worker`` asking ``demand``; it no longer waits."""
-        if self._placed.get(key) == (worker, demand):
-            self.unwait(key)
-            return
-        self.release(key)
+    def hold(self, key: Key, holdings: Mapping[str, dict[str, float]]) -> list[str]:
+        """``key`` runs on the workers of ``holdings``, asking each its demand; it no longer waits. The workers it
+        held before and holds no more."""
         self.unwait(key)
-        self._placed[key] = (worker, dict(demand))
-        self._add(worker, demand, 1)
+        if self._placed.get(key) == holdings:
+            return []
+        before = self._placed.pop(key, {})
+        for worker, asked in before.items():
+            self._add(worker, asked, -1)
+        self._placed[key] = {worker: dict(asked) for worker, asked in holdings.items()}
+        for worker, asked in holdings.items():
+            self._add(worker, asked, 1)
+        return [worker for worker in before if worker not in holdings]
 
-    def release(self, key: Key) -> str | None:
-        """``key`` no longer holds capacity; the worker it held, if any."""
-        found = self._placed.pop(key, None)
-        if found is None:
-            return None
-        worker, demand = found
-        self._add(worker, demand, -1)
-        return worker
-
-    def worker_of(self, key: Key) -> str | None:
-        found = self._placed.get(key)
-        return found[0] if found is not None else None
+    def release(self, key: Key) -> list[str]:
+        """``key`` no longer holds capacity; the workers it held."""
+        found = self._placed.pop(key, {})
+        for worker, asked in found.items():
+            self._add(worker, asked, -1)
+        return list(found)
 
     def usage(self, worker: str) -> Usage:
         """What the Jobs placed on ``worker`` use: a new object each time that changes, the same one until then."""
         return self._usage.get(worker, NOTHING_USED)
 
     def placed_on(self, worker: str) -> list[Key]:
-        return [key for key, (name, _) in self._placed.items() if name == worker]
+        return [key for key, held in self._placed.items() if worker in held]
 
     def _add(self, worker: str, demand: dict[str, float], sign: int) -> None:
         usage = self._usage.get(worker, NOTHING_USED)

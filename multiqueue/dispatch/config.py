@@ -262,6 +262,11 @@ class ManagerConfig(BaseModel):
         description="Seconds a finished Job's mirror, with its pods and their logs, stays on the worker (0: "
         "removed at once). Deleting the user's Job removes it sooner.",
     )
+    max_split_parts: Annotated[int, Field(ge=1, alias="maxSplitParts")] = Field(
+        4,
+        description='The most workers one Indexed Job annotated multiqueue.dev/split: "true" runs on at once, '
+        "each running a range of its indexes (1: no Job is split).",
+    )
     worker_secrets: WorkerSecretsConfig = Field(
         default_factory=lambda: WorkerSecretsConfig.model_validate({}),
         alias="workerSecrets",

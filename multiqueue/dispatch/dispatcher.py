@@ -23,9 +23,10 @@ from opentelemetry.metrics import Meter
 from multiqueue.api.meta import key_of, metadata, namespace_of
 from multiqueue.api.types import Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank, held_on, rank_of
+from multiqueue.dispatch.decision import Observed
 from multiqueue.dispatch.executor import Executor
-from multiqueue.dispatch.generic import GenericJob, cached_user, demand, priority_class_of
-from multiqueue.dispatch.lifecycle import Observed, decide
+from multiqueue.dispatch.generic import GenericJob, cached_user, priority_class_of
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WorkerView
@@ -61,6 +62,7 @@ class DispatchSettings:
     worker_lost_timeout: float = 900.0
     workers_count: int = 8
     mirror_ttl_after_finished: float = 3600.0
+    split_limit: int = 4
 
 
 class Dispatcher:
@@ -175,28 +177,26 @@ class Dispatcher:
         key = (kind, key_of(user))
         if not self.settings.identity.holds(user) and not self.adapters[kind].is_finished(user):
             self.metrics.seen(key)  # dispatch latency counts from here
-        adapter = self.adapters[kind]
-        worker = held_on(adapter, self.settings.identity, user)
-        if worker is not None:
-            self.ledger.hold(key, worker, demand(adapter.pod_sets(user)))
-        else:
-            self._released(self.ledger.release(key))
+        holdings = held_on(self.adapters[kind], self.settings.identity, user)
+        freed = self.ledger.hold(key, holdings) if holdings else self.ledger.release(key)
+        for worker in freed:
+            self._released(worker)
         self.runner.add(key)
 
     def _user_deleted(self, kind: str, user: Obj) -> None:
         key = (kind, key_of(user))
         self.ledger.unwait(key)
-        self._released(self.ledger.release(key))
+        for worker in self.ledger.release(key):
+            self._released(worker)
         self.metrics.forget(key)
         self.executor.rejections.pop(key, None)
         self.executor.status_rejections.pop(key, None)
         if self._relevant(kind, user):
             self.runner.add(key)  # its mirrors go
 
-    def _released(self, worker: str | None) -> None:
-        if worker is not None:
-            self.released.set()
-            self._nudge(worker)
+    def _released(self, worker: str) -> None:
+        self.released.set()
+        self._nudge(worker)
 
     def _nudge(self, worker: str) -> None:
         """Capacity on ``worker`` changed hands: the best-ranked Jobs waiting for it look again."""
@@ -263,10 +263,11 @@ class Dispatcher:
                 self.settings.policy,
                 seen,
                 keep_finished=self.settings.mirror_ttl_after_finished,
+                split_limit=self.settings.split_limit,
             )
             requeue_after = await self.executor.run(key, adapter, user, actions, rank)
-        if actions.hold is not None:
-            self._nudge(actions.hold[0])
+        for worker in actions.hold or {}:
+            self._nudge(worker)
         return requeue_after
 
 

@@ -14,18 +14,13 @@ from typing import Any
 from multiqueue.api.meta import labels_of, metadata, namespace_of
 from multiqueue.api.types import NAMESPACES, Obj
 from multiqueue.dispatch.capacity import Key, Ledger, Rank
+from multiqueue.dispatch.decision import RETRY_SOON, WORKER_BUSY_RETRY, Actions, Rejection, StatusRejection
 from multiqueue.dispatch.generic import GenericJob
-from multiqueue.dispatch.lifecycle import (
-    RETRY_SOON,
-    WORKER_BUSY_RETRY,
-    Actions,
-    Rejection,
-    StatusRejection,
-)
 from multiqueue.dispatch.metrics import DispatcherMetrics
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     ORIGIN_LABEL,
+    PARTS_ANNOTATION,
     PROGRESS_ANNOTATION,
     Identity,
     placement_metadata,
@@ -72,7 +67,7 @@ class Executor:
     ) -> float | None:
         """Perform ``actions``; when to sync ``key`` again."""
         if actions.hold is not None:
-            self.ledger.hold(key, *actions.hold)  # before any await: no concurrent sync places past a limit
+            self.ledger.hold(key, actions.hold)  # before any await: no concurrent sync places past a limit
         if actions.waiting is not None:
             self.ledger.wait(key, rank, actions.waiting.candidates)
         else:
@@ -95,15 +90,17 @@ class Executor:
         if user is None:
             return
         if actions.place_on is not None:
-            user = await self._patch_user(
-                adapter,
-                user,
-                {"metadata": placement_metadata(user, actions.place_on, self.identity.finalizer)},
-            )
+            placed = placement_metadata(user, actions.place_on, self.identity.finalizer, actions.parts)
+            user = await self._patch_user(adapter, user, {"metadata": placed})
+        elif actions.redispatch is not None or actions.parts is not None:
+            moved: Obj = {}
+            if actions.redispatch is not None:
+                moved["labels"] = {CLUSTER_LABEL: actions.redispatch[1]}
+            if actions.parts is not None:
+                moved["annotations"] = {PARTS_ANNOTATION: actions.parts}
+            user = await self._patch_user(adapter, user, {"metadata": moved})
         if actions.redispatch is not None:
-            lost, worker = actions.redispatch
-            user = await self._patch_user(adapter, user, {"metadata": {"labels": {CLUSTER_LABEL: worker}}})
-            self.metrics.redispatched[lost] += 1
+            self.metrics.redispatched[actions.redispatch[0]] += 1
         if actions.create_mirror is not None:
             await self._create_mirror(key, adapter, *actions.create_mirror)
             self.metrics.dispatched_to(key, actions.create_mirror[0])
@@ -119,6 +116,16 @@ class Executor:
             async with self._talking_to(worker) as client:
                 with contextlib.suppress(NotFound):
                     await client.patch(adapter.resource, _name(user), patch, namespace_of(user))
+        if actions.scale_mirror is not None:
+            worker, parallelism = actions.scale_mirror
+            async with self._talking_to(worker) as client:
+                with contextlib.suppress(NotFound):
+                    await client.patch(
+                        adapter.resource,
+                        _name(user),
+                        {"spec": {"parallelism": parallelism}},
+                        namespace_of(user),
+                    )
         if actions.status is not None:
             await self._write_status(key, adapter, user, actions.status)
             if adapter.is_finished({**user, "status": actions.status}):

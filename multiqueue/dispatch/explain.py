@@ -16,6 +16,7 @@ from multiqueue.dispatch.generic import GenericJob, demand
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, CLUSTER_SELECTOR_ANNOTATION, Identity, requested_worker
 from multiqueue.dispatch.placement import WorkerView, evaluate
 from multiqueue.dispatch.readmodel import ReadModel, WorkerState
+from multiqueue.dispatch.split import parts_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +142,9 @@ def explain(
         for view in views
     )
     state, decision, worker = _decision(adapter, job, placed, chosen, shown.placement.summary)
+    parts = parts_of(job) if placed else None
+    if parts is not None:
+        decision = decision.replace(f"on worker {placed}", f"as parts: {parts.described()}", 1)
     reason = shown.placement.reason.value if shown.placement.reason is not None else ""
     notes = annotations_of(job)
     return Explanation(

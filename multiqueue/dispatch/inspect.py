@@ -33,10 +33,11 @@ from multiqueue.dispatch.config import ClusterRef, ManagerConfig
 from multiqueue.dispatch.dispatcher import COMPONENT as DISPATCHER_COMPONENT
 from multiqueue.dispatch.explain import Explanation
 from multiqueue.dispatch.explain import explain as explain_job
-from multiqueue.dispatch.generic import GenericJob, demand
+from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_LABEL, Identity
 from multiqueue.dispatch.nodecapacity import NodeCapacity
 from multiqueue.dispatch.readmodel import WorkerState, worker_state
+from multiqueue.dispatch.split import parts_of
 from multiqueue.dispatch.workers import CONNECTED, WorkerSettings, health_reason, read_node_capacity
 from multiqueue.dispatch.workersecrets import WorkerSecretError, settings_of, worker_from_secret
 from multiqueue.kube.client import KubeClient
@@ -60,7 +61,7 @@ class WorkerRow:
 class JobRow:
     kind: str
     key: str
-    worker: str  # where it was placed; "-" until then, whatever worker it asks for
+    worker: str  # where it was placed ("worker-1[0-19],worker-2[20-39]" as parts); "-" until then
     state: str
     completions: str
     age_seconds: float
@@ -267,9 +268,9 @@ async def _worker_states(
     ledger = Ledger()
     for adapter, items in listed:
         for job in items:
-            worker = held_on(adapter, identity, job)
-            if worker is not None:
-                ledger.hold((adapter.resource.kind, key_of(job)), worker, demand(adapter.pod_sets(job)))
+            holdings = held_on(adapter, identity, job)
+            if holdings:
+                ledger.hold((adapter.resource.kind, key_of(job)), holdings)
     nodes = await asyncio.gather(*(_nodes(config, w, served) for w in known))
     states = [
         worker_state(w.name, w.settings, reason, ledger.usage(w.name), missing_kinds=missing, nodes=left)
@@ -329,10 +330,12 @@ def job_row(
     created = parse_time(metadata(job).get("creationTimestamp")) or now
     placed = identity.holds(job) or adapter.is_finished(job)
     reason, message = _why(adapter, job, latest)
+    parts = parts_of(job)
+    where = parts.short() if parts is not None else labels_of(job).get(CLUSTER_LABEL, "-")
     return JobRow(
         kind=adapter.resource.kind,
         key=f"{namespace_of(job)}/{metadata(job).get('name')}",
-        worker=labels_of(job).get(CLUSTER_LABEL, "-") if placed else "-",
+        worker=where if placed else "-",
         state=_state(adapter, job, placed),
         completions=_completions(adapter, job),
         age_seconds=(now - created).total_seconds(),

@@ -33,6 +33,7 @@ from multiqueue.dispatch.inspect import (
     known_workers,
 )
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, ORIGIN_UID_ANNOTATION
+from multiqueue.dispatch.split import parts_of
 from multiqueue.dispatch.workers import WorkerSettings
 from multiqueue.kube.client import KubeClient, LogQuery
 from multiqueue.kube.errors import NotFound
@@ -139,6 +140,12 @@ async def _job_logs(
         except NotFound as exc:
             raise LogsError(f"{where} not found on the management cluster") from exc
         worker_name = labels_of(job).get(CLUSTER_LABEL)
+        parts = parts_of(job)
+        if parts is not None and options.index is not None:
+            # Run as parts: the index's own part's worker.
+            worker_name = parts.worker_of(options.index, jobs.completions(job) or 0)
+            if worker_name is None:
+                raise LogsError(f"no part of {where} runs index {options.index} now: {parts.described()}")
         placed = identity_of(config).holds(job)
         known = await known_workers(config, client, contexts) if placed else []
     worker = next((w for w in known if w.name == worker_name), None)

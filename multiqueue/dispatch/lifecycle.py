@@ -16,116 +16,55 @@ from typing import Final
 
 from multiqueue.api.meta import as_dict, labels_of, metadata
 from multiqueue.api.types import NORMAL, WARNING, Event, Obj
-from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand, progress_of, rerun_status_of
+from multiqueue.dispatch.decision import (
+    CACHE_WAIT,
+    WORKER_BUSY_RETRY,
+    Actions,
+    Observed,
+    Rejection,
+    Waiting,
+)
+from multiqueue.dispatch.generic import GenericJob, StatusRefused, demand, rerun_status_of
+from multiqueue.dispatch.lifecycle_parts import place_as_parts, run_parts
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     Identity,
     holds_progress,
     pending_progress,
     requested_worker,
-    with_progress,
 )
-from multiqueue.dispatch.placement import NEEDS_A_CHANGE, Placement, WaitReason, WorkerView, place
+from multiqueue.dispatch.mirrorbody import mirror_body
+from multiqueue.dispatch.placement import NEEDS_A_CHANGE, Placement, WaitReason, WorkerView, evaluate, place
+from multiqueue.dispatch.split import parts_of
 
-# A worker whose request slots are all held by slow requests: act on it this much later.
-WORKER_BUSY_RETRY: Final = 1.0
-# Another write got there first, or the cache is behind what the server said: look again soon.
-RETRY_SOON: Final = 0.05
-# A mirror a worker says it has, and our cache does not show yet, is looked for again after this.
-CACHE_WAIT: Final = 0.5
-# A mirror the worker refused (or a status the management cluster refused) is tried again after this, doubling,
-# up to REJECTED_RETRY_MAX.
-REJECTED_RETRY: Final = 10.0
-REJECTED_RETRY_MAX: Final = 300.0
-
-
-def _retry_at(at: float, attempts: int) -> float:
-    return at + min(REJECTED_RETRY_MAX, REJECTED_RETRY * 2.0 ** (attempts - 1))
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejection:
-    """A worker's answer to creating this Job's mirror there: refused, or a Job of that name already there."""
-
-    worker: str
-    reason: str  # the API Status reason (Invalid, Forbidden, AlreadyExists, ...)
-    message: str
-    at: float
-    attempts: int = 1
-    # Set when a Job of that name is already there: its origin label ("" when it carries none). None: refused.
-    existing_origin: str | None = None
-
-    def retry_at(self) -> float:
-        return _retry_at(self.at, self.attempts)
-
-
-@dataclasses.dataclass(frozen=True)
-class StatusRejection:
-    """The management cluster's refusal of a status written to the user's object (a CRD there whose schema is
-    stricter than the worker's, say): that same status is not written again until its back-off has passed."""
-
-    status: Obj
-    reason: str  # the API Status reason (Invalid, Forbidden, ...)
-    message: str
-    at: float
-    attempts: int = 1
-
-    def retry_at(self) -> float:
-        return _retry_at(self.at, self.attempts)
-
-
-@dataclasses.dataclass(frozen=True)
-class Observed:
-    """What one sync sees of a Job: the user's object (None once it is gone), our mirrors of its name by worker,
-    the workers, the worker's answers to earlier mirror creates, and the clock."""
-
-    user: Obj | None
-    mirrors: dict[str, Obj]
-    workers: Sequence[WorkerView]
-    rejections: dict[str, Rejection]
-    now: float
-    turn: int = 0
-    status_rejection: StatusRejection | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Waiting:
-    reason: WaitReason
-    message: str
-    candidates: frozenset[str] = frozenset()  # workers it waits for capacity on
-
-
-@dataclasses.dataclass
-class Actions:
-    hold: tuple[str, dict[str, float]] | None = None  # take this much of the worker's capacity now
-    place_on: str | None = None  # add our finalizer and the cluster label: the commit point of a dispatch
-    redispatch: tuple[str, str] | None = None  # (lost worker, new worker): move the cluster label
-    unplace: bool = False  # remove our finalizer and the cluster label: no mirror exists anywhere
-    create_mirror: tuple[str, Obj] | None = None  # (worker, mirror)
-    seed_progress: tuple[str, Obj] | None = None  # (worker, the mirror with the status it must start from)
-    suspend_mirror: tuple[str, bool] | None = None  # resuming also drops the progress annotation
-    status: Obj | None = None
-    delete_mirrors: list[tuple[str, Obj]] = dataclasses.field(default_factory=list)
-    remove_finalizer: bool = False
-    events: list[Event] = dataclasses.field(default_factory=list)
-    waiting: Waiting | None = None
-    status_refused: bool = False
-    requeue_after: float | None = None
+# Why a Job placed whole waits that parts may not: all of it has no room on one worker, now or ever.
+SPLIT_WHEN: Final = frozenset({WaitReason.NO_CAPACITY, WaitReason.NEVER_FITS})
 
 
 def decide(
-    adapter: GenericJob, identity: Identity, policy: str, seen: Observed, keep_finished: float = 0.0
+    adapter: GenericJob,
+    identity: Identity,
+    policy: str,
+    seen: Observed,
+    keep_finished: float = 0.0,
+    split_limit: int = 0,
 ) -> Actions:
     """The actions for one Job. ``keep_finished``: seconds a finished Job's mirror (and so its pods and their
-    logs) stays on the worker after the Job finished; deleting the user's Job takes it sooner."""
-    actions = _decide(adapter, identity, policy, seen, keep_finished)
+    logs) stays on the worker after the Job finished; deleting the user's Job takes it sooner. ``split_limit``:
+    the most parts an Indexed Job that asks to be split may run as (below 2: none is split)."""
+    actions = _decide(adapter, identity, policy, seen, keep_finished, split_limit)
     # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
     # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
     active = {w.name for w in seen.workers if w.active}
     actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if w in active]
     slow = {w.name for w in seen.workers if w.slow}
     touched = {w for w, _ in actions.delete_mirrors}
-    for target in (actions.create_mirror, actions.seed_progress, actions.suspend_mirror):
+    for target in (
+        actions.create_mirror,
+        actions.seed_progress,
+        actions.suspend_mirror,
+        actions.scale_mirror,
+    ):
         if target is not None:
             touched.add(target[0])
     if touched - active:
@@ -169,7 +108,12 @@ def stage_of(adapter: GenericJob, job: Ours) -> Stage:
 
 
 def _decide(
-    adapter: GenericJob, identity: Identity, policy: str, seen: Observed, keep_finished: float
+    adapter: GenericJob,
+    identity: Identity,
+    policy: str,
+    seen: Observed,
+    keep_finished: float,
+    split_limit: int,
 ) -> Actions:
     """The actions for one Job, before the workers that cannot be asked are taken into account."""
     user = seen.user
@@ -181,11 +125,15 @@ def _decide(
     job = _ours(identity, seen, user)
     # Mirrors of an earlier Job with the same name (the user re-created it) are garbage.
     actions = Actions(delete_mirrors=[(w, m) for w, m in seen.mirrors.items() if w not in job.mirrors])
-    match stage_of(adapter, job):
+    stage = stage_of(adapter, job)
+    parts = parts_of(user) if job.placed is not None else None
+    if parts is not None and stage is not Stage.ENDING:
+        return run_parts(actions, adapter, identity, seen, user, job.mirrors, parts)
+    match stage:
         case Stage.ENDING:
             return _end(actions, adapter, identity, seen, job, keep_finished)
         case Stage.UNPLACED:
-            return _place(actions, adapter, identity, policy, seen, job)
+            return _place(actions, adapter, identity, policy, seen, job, split_limit)
         case Stage.STRANDED:
             return _redispatch(actions, adapter, identity, policy, seen, job)
         case Stage.PLACED:
@@ -224,8 +172,11 @@ def _end(
     """Finished or being deleted: its mirrors go, the one it ran on once its time is up."""
     until = kept_until(adapter, job, seen.workers, keep_finished)
     if until is not None and seen.now < until:
-        # Kept, finished, so that its pods' logs can still be read; then it goes as below.
-        actions.delete_mirrors += [(w, m) for w, m in job.mirrors.items() if w != job.placed]
+        # Kept, finished, so that its pods' logs can still be read; then it goes as below. A Job run as parts
+        # keeps every part's.
+        parts = parts_of(job.user)
+        kept = {p.worker for p in parts.plans} if parts is not None else {job.placed}
+        actions.delete_mirrors += [(w, m) for w, m in job.mirrors.items() if w not in kept]
         actions.requeue_after = until - seen.now
         return actions
     actions.delete_mirrors += list(job.mirrors.items())
@@ -310,7 +261,13 @@ def _pending_event(waiting: Waiting) -> Event:
 
 
 def _place(
-    actions: Actions, adapter: GenericJob, identity: Identity, policy: str, seen: Observed, job: Ours
+    actions: Actions,
+    adapter: GenericJob,
+    identity: Identity,
+    policy: str,
+    seen: Observed,
+    job: Ours,
+    split_limit: int,
 ) -> Actions:
     user = job.user
     if adapter.is_suspended(user):
@@ -319,7 +276,7 @@ def _place(
     refused = {w: r for w, r in seen.rejections.items() if seen.now < r.retry_at()}
     asked = demand(adapter.pod_sets(user))
     pinned = requested_worker(user, identity.holds(user))
-    placement = place(
+    evaluation = evaluate(
         user,
         seen.workers,
         policy,
@@ -329,12 +286,17 @@ def _place(
         pinned=pinned,
         kind=adapter.resource.kind,
     )
+    placement = evaluation.placement
     if placement.worker is None:
-        _wait(actions, placement, refused, seen.now)
+        split = placement.reason in SPLIT_WHEN and place_as_parts(
+            actions, adapter, identity, seen, user, evaluation, split_limit
+        )
+        if not split:
+            _wait(actions, placement, refused, seen.now)
         return actions
-    actions.hold = (placement.worker, asked)
+    actions.hold = {placement.worker: asked}
     actions.place_on = placement.worker
-    actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
+    actions.create_mirror = (placement.worker, mirror_body(adapter, identity, user))
     actions.events.append(Event(NORMAL, "Dispatched", f"Job dispatched to worker {placement.worker}"))
     return actions
 
@@ -375,7 +337,7 @@ def _create(
     if not any(w.name == placed and w.active for w in seen.workers):
         actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
         return actions
-    actions.create_mirror = (placed, _mirror_body(adapter, identity, user))
+    actions.create_mirror = (placed, mirror_body(adapter, identity, user))
     actions.events.append(Event(NORMAL, "Dispatched", f"Job dispatched to worker {placed}"))
     return actions
 
@@ -420,12 +382,12 @@ def _redispatch(
         # It waits for its worker to come back, or for another to take it: that passes by itself.
         actions.events.append(Event(NORMAL, "Pending", message))
         return actions
-    actions.hold = (placement.worker, asked)
+    actions.hold = {placement.worker: asked}
     actions.redispatch = (placed, placement.worker)
     rerun = rerun_status_of(adapter, user)
     if rerun is not None and rerun != (user.get("status") or {}):
         actions.status = rerun
-    actions.create_mirror = (placement.worker, _mirror_body(adapter, identity, user))
+    actions.create_mirror = (placement.worker, mirror_body(adapter, identity, user))
     actions.events.append(
         Event(
             WARNING,
@@ -435,24 +397,3 @@ def _redispatch(
         )
     )
     return actions
-
-
-def _mirror_body(adapter: GenericJob, identity: Identity, user: Obj) -> Obj:
-    """The mirror to create: suspended while the user's Job is, or while it must first be given the progress
-    the user's Job records (finished work is then not run again)."""
-    body = adapter.build_mirror(user, identity.origin)
-    progress = progress_of(adapter, user)
-    if progress is not None:
-        body = with_progress(body, progress)
-    if progress is not None or adapter.is_suspended(user):
-        body = with_suspend(body, adapter, True)
-    return body
-
-
-def with_suspend(body: Obj, adapter: GenericJob, suspend: bool) -> Obj:
-    """``body`` with the adapter's suspend patch applied."""
-    patch = adapter.suspend_patch(suspend)
-    merged = dict(body)
-    for key, value in patch.items():
-        merged[key] = {**dict(body.get(key) or {}), **value} if isinstance(value, dict) else value
-    return merged

@@ -123,6 +123,7 @@ class Manager:
                 gc_interval=config.gc_interval,
                 worker_lost_timeout=config.worker_lost_timeout,
                 mirror_ttl_after_finished=config.mirror_ttl_after_finished,
+                split_limit=config.max_split_parts,
             ),
             priorities=factory.informer(PRIORITY_CLASSES),
             meter=self.meter,

@@ -30,6 +30,11 @@ LEGACY_PIN_ANNOTATION: Final = "multiqueue.dev/requested-cluster"
 # On a mirror created to go on from where the user's Job stands: the status it must start from (JSON). The mirror
 # stays suspended until its status holds that progress; the annotation goes when it is let run.
 PROGRESS_ANNOTATION: Final = "multiqueue.dev/progress"
+# Written by the user: run this Indexed Job as parts on several workers when no single one can run it now.
+SPLIT_ANNOTATION: Final = "multiqueue.dev/split"
+# Written by the manager only, with its finalizer and the cluster label: the parts the Job runs as (JSON), the
+# commit point of a split as the cluster label is of a whole placement. Never a request.
+PARTS_ANNOTATION: Final = "multiqueue.dev/parts"
 FINALIZER_PREFIX: Final = "dispatch.multiqueue.dev/"
 
 
@@ -65,15 +70,18 @@ def requested_worker(user: Obj, held: bool) -> str | None:
     return labels.get(PIN_LABEL) or legacy or None
 
 
-def placement_metadata(user: Obj, worker: str, finalizer: str) -> Obj:
-    """The metadata patch that places ``user`` on ``worker``: the finalizer and the cluster label, and a pin of the
-    older spelling moved to its own label."""
+def placement_metadata(user: Obj, worker: str, finalizer: str, parts: str | None = None) -> Obj:
+    """The metadata patch that places ``user`` on ``worker``: the finalizer and the cluster label (with ``parts``,
+    the parts it runs as), and a pin of the older spelling moved to its own label."""
     finalizers = list(dict.fromkeys([*as_list(metadata(user).get("finalizers")), finalizer]))
     labels: dict[str, str | None] = {CLUSTER_LABEL: worker}
     legacy = labels_of(user).get(CLUSTER_LABEL)
     if legacy and PIN_LABEL not in labels_of(user):
         labels[PIN_LABEL] = legacy
-    return {"finalizers": finalizers, "labels": labels}
+    meta: Obj = {"finalizers": finalizers, "labels": labels}
+    if parts is not None:
+        meta["annotations"] = {PARTS_ANNOTATION: parts}
+    return meta
 
 
 def release_metadata(user: Obj, finalizer: str, unplace: bool) -> Obj:
@@ -83,10 +91,15 @@ def release_metadata(user: Obj, finalizer: str, unplace: bool) -> Obj:
     meta: Obj = {"finalizers": remaining or None}
     if unplace:
         labels: dict[str, str | None] = {CLUSTER_LABEL: None}
+        notes: dict[str, str | None] = {}
         legacy = annotations_of(user).get(LEGACY_PIN_ANNOTATION)
         if legacy is not None:
             labels.setdefault(PIN_LABEL, labels_of(user).get(PIN_LABEL) or legacy)
-            meta["annotations"] = {LEGACY_PIN_ANNOTATION: None}
+            notes[LEGACY_PIN_ANNOTATION] = None
+        if PARTS_ANNOTATION in annotations_of(user):
+            notes[PARTS_ANNOTATION] = None
+        if notes:
+            meta["annotations"] = notes
         meta["labels"] = labels
     return meta
 
@@ -103,7 +116,8 @@ def strip_for_mirror(obj: Obj, origin: str) -> Obj:
     annotations = {
         k: v
         for k, v in annotations_of(obj).items()
-        if k not in ("kubectl.kubernetes.io/last-applied-configuration", LEGACY_PIN_ANNOTATION)
+        if k
+        not in ("kubectl.kubernetes.io/last-applied-configuration", LEGACY_PIN_ANNOTATION, PARTS_ANNOTATION)
     }
     annotations[ORIGIN_UID_ANNOTATION] = str(meta.get("uid", ""))
     kept["annotations"] = annotations

@@ -71,6 +71,7 @@ class ClusterComponents:
             cluster.kubelet,
             setup.log_dir,
             capacity_pods=cluster.capacity_pods,
+            capacity_cpu=cluster.capacity_cpu,
             bind_pods=setup.bind_pods,
         )
         self.factory.start()

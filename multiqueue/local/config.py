@@ -32,6 +32,9 @@ class LocalCluster(BaseModel):
     kubelet: Literal["process", "simulate", "none"] = "process"
     # How many pods the node runs at once; the rest wait Pending.
     capacity_pods: Annotated[int, Field(ge=1, alias="capacityPods")] = 110
+    # The cores the node advertises to a scheduler (kube-scheduler on an upstream control plane); none: this
+    # machine's. Pods run as local processes whatever it says.
+    capacity_cpu: Annotated[int | None, Field(ge=1, alias="capacityCpu")] = None
     # Flags appended to an upstream component's own (a later flag wins over an earlier one of the same name), e.g.
     # kube-controller-manager's rate limits or kube-apiserver's audit log: upstream control plane only.
     extra_args: Annotated[dict[UpstreamComponent, list[str]], Field(alias="extraArgs")] = Field(
@@ -72,6 +75,8 @@ class LocalManager(BaseModel):
     # Where the manager serves /healthz, /readyz and /metrics; port 0 picks a free one (printed at start).
     metrics_address: Annotated[str, Field(alias="metricsAddress")] = "127.0.0.1:0"
     mirror_ttl_after_finished: Annotated[float, Field(ge=0, alias="mirrorTTLSecondsAfterFinished")] = 3600.0
+    # The most workers one Indexed Job annotated multiqueue.dev/split runs on at once (1: none is split).
+    max_split_parts: Annotated[int, Field(ge=1, alias="maxSplitParts")] = 4
     # Namespaces of the management cluster whose Jobs are dispatched; empty: all.
     namespaces: list[str] = Field(default_factory=list)
     # The manager's web dashboard: on, on a free loopback port (its URL is printed at start).

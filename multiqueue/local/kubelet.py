@@ -122,6 +122,7 @@ class LocalKubelet:
         log_dir: Path,
         *,
         capacity_pods: int = 110,
+        capacity_cpu: int | None = None,
         clock: Callable[[], datetime] | None = None,
         bind_pods: bool = True,
         timing: NodeTiming | None = None,
@@ -130,7 +131,8 @@ class LocalKubelet:
         pki_dir: Path | None = None,
     ) -> None:
         """``bind_pods``: bind unscheduled pods to this node (where no scheduler runs) or leave them to one.
-        ``timing``: how often the Node's status and Lease are written. ``api_auth``, ``api_port`` and
+        ``capacity_cpu``: the cores the Node advertises (None: this machine's). ``timing``: how often the Node's
+        status and Lease are written. ``api_auth``, ``api_port`` and
         ``pki_dir`` (default: ``kubelet-pki`` beside ``log_dir``): who may call the kubelet API, its port (0: a
         free one) and where its serving certificate is kept."""
         if mode not in MODES:
@@ -139,7 +141,7 @@ class LocalKubelet:
         self.settings = KubeletSettings(node_name, mode, log_dir, capacity_pods, bind_pods)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.node = NodeAgent(
-            client, NodeIdentity(node_name, mode, capacity_pods, log_dir), self.clock, timing
+            client, NodeIdentity(node_name, mode, capacity_pods, log_dir, capacity_cpu), self.clock, timing
         )
         self.api = KubeletApi(
             self.container_log,

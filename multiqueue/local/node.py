@@ -243,6 +243,7 @@ class NodeIdentity:
     mode: str  # the local kubelet's mode, in a label and in nodeInfo.containerRuntimeVersion
     capacity_pods: int
     disk: Path  # where pods write: its filesystem is the node's ephemeral storage
+    cpu: int | None = None  # the cores the Node advertises; None: this machine's
 
 
 class NodeAgent:
@@ -273,7 +274,9 @@ class NodeAgent:
         """Create the Node (or take over the one there, with today's labels) and post its status."""
         self.port = port
         if self._facts is None:
-            self._facts = await asyncio.to_thread(read_node_facts, self.identity.disk)
+            facts = await asyncio.to_thread(read_node_facts, self.identity.disk)
+            cpu = self.identity.cpu
+            self._facts = facts if cpu is None else dataclasses.replace(facts, cpu=cpu)
         labels = node_labels(self.name, self.identity.mode, self._facts.architecture)
         node: Obj = {
             "apiVersion": "v1",

@@ -228,6 +228,7 @@ class LocalClusters:
                 ],
                 "placement": local.placement,
                 "mirrorTTLSecondsAfterFinished": local.mirror_ttl_after_finished,
+                "maxSplitParts": local.max_split_parts,
                 "namespaces": local.namespaces,
                 "dashboard": local.dashboard.model_dump(by_alias=True),
             }

@@ -118,3 +118,20 @@ async def test_the_documented_dashboard_benchmark_times_the_page_and_its_changes
     assert run["jobs"] == 40 and run["changes"] == 3
     assert run["page_load_s"] > 0 and run["snapshot_bytes"] > 40 * 100
     assert 0 <= run["change_shown_ms"]["p50"] <= run["change_shown_ms"]["max"]
+
+
+async def test_the_documented_split_benchmark_runs_and_records_both_runs(tmp_path: Path) -> None:
+    (block,) = shell_blocks("docs/performance.md", "## An Indexed Job split across workers")
+    (command,) = [line for line in block.splitlines() if "tests.bench.split" in line]
+    results = tmp_path / "results.json"
+    # As written, with fewer and shorter pods (argparse takes the last of a flag).
+    argv = [*shlex.split(command), "--indexes", "12", "--seconds", "0.2", "--results", str(results)]
+    assert argv[:3] == ["python3", "-m", "tests.bench.split"], command
+    await run_to_the_end(argv)
+    run = json.loads(results.read_text())["split/12 indexes"]
+    assert json.loads(run["split_parts"])["parts"] == {
+        "worker-1": {"indexes": "0-5", "parallelism": 4},
+        "worker-2": {"indexes": "6-11", "parallelism": 4},
+    }
+    assert run["whole_worker"] in ("worker-1", "worker-2")
+    assert run["split_seconds"] > 0 and run["whole_seconds"] > 0

@@ -164,6 +164,13 @@ async def test_the_user_guide_runs_as_written(walk: Walk) -> None:
     warnings = _printed(printed, "kubectl get events")
     assert re.search(r"Warning\s+BackoffLimitExceeded\s+job/fails\s", warnings), warnings
     assert _printed(printed, "multiqueue logs fails").strip() == "cannot find the input"
+    (split,) = shell_blocks(guide, "## Split an Indexed Job across workers")
+    printed = await walk.run(split, walk.state, env)
+    status = _printed(printed, "multiqueue status")
+    assert re.search(
+        r"^Job\s+default/sweep\s+worker-1\[0-5\],worker-2\[6-11\]\s+Complete\s+12/12\s", status, re.MULTILINE
+    ), status
+    assert _printed(printed, "multiqueue logs sweep --index 7").strip() == "index 7 on sweep-7"
 
 
 async def test_why_is_my_job_waiting_runs_as_written(walk: Walk) -> None:

@@ -89,7 +89,7 @@ def test_usage_is_exact_across_kinds(steps: list[Step], expected: dict[str, Usag
     ledger = Ledger()
     for step, key, worker, asked in steps:
         if step == "hold":
-            ledger.hold(key, worker, asked)
+            ledger.hold(key, {worker: asked})
         else:
             ledger.release(key)
     for worker, usage in expected.items():
@@ -102,7 +102,7 @@ def test_usage_of_decimal_amounts_stays_within_placements_tolerance() -> None:
         ("JobGroup", f"default/j{i}") for i in range(100)
     ]
     for key in keys:
-        ledger.hold(key, "w1", {"cpu": 0.1, "memory": 0.3 * GIB})
+        ledger.hold(key, {"w1": {"cpu": 0.1, "memory": 0.3 * GIB}})
     assert ledger.usage("w1").jobs == 200
     assert ledger.usage("w1").used["cpu"] == pytest.approx(20.0)
     for key in keys:
@@ -113,14 +113,26 @@ def test_usage_of_decimal_amounts_stays_within_placements_tolerance() -> None:
 
 def test_a_move_says_where_the_job_runs_now() -> None:
     ledger = Ledger()
-    ledger.hold(JOB_A, "w1", {"cpu": 1.0})
-    ledger.hold(GROUP_A, "w1", {"cpu": 1.0})
-    ledger.hold(JOB_A, "w2", {"cpu": 1.0})
-    assert ledger.worker_of(JOB_A) == "w2" and ledger.worker_of(GROUP_A) == "w1"
+    ledger.hold(JOB_A, {"w1": {"cpu": 1.0}})
+    ledger.hold(GROUP_A, {"w1": {"cpu": 1.0}})
+    assert ledger.hold(JOB_A, {"w2": {"cpu": 1.0}}) == ["w1"]
     assert ledger.placed_on("w1") == [GROUP_A] and ledger.placed_on("w2") == [JOB_A]
-    assert ledger.release(JOB_A) == "w2"
-    assert ledger.release(JOB_A) is None
-    assert ledger.worker_of(JOB_A) is None and ledger.placed_on("w2") == []
+    assert ledger.usage("w1").used == {"cpu": 1.0}
+    assert ledger.release(JOB_A) == ["w2"]
+    assert ledger.release(JOB_A) == []
+    assert ledger.placed_on("w2") == []
+
+
+def test_a_job_run_as_parts_holds_each_part_on_its_worker() -> None:
+    ledger = Ledger()
+    assert ledger.hold(JOB_A, {"w1": {"cpu": 4.0}, "w2": {"cpu": 4.0}}) == []
+    assert ledger.placed_on("w1") == [JOB_A] and ledger.placed_on("w2") == [JOB_A]
+    assert ledger.usage("w1") == Usage(1, {"cpu": 4.0}) and ledger.usage("w2") == Usage(1, {"cpu": 4.0})
+    # A lost part's indexes go to w3: w2 is freed, w1 keeps its part.
+    assert ledger.hold(JOB_A, {"w1": {"cpu": 4.0}, "w3": {"cpu": 2.0}}) == ["w2"]
+    assert ledger.usage("w2") == Usage(0, {"cpu": 0.0}) and ledger.usage("w3") == Usage(1, {"cpu": 2.0})
+    assert sorted(ledger.release(JOB_A)) == ["w1", "w3"]
+    assert ledger.usage("w1") == Usage(0, {"cpu": 0.0})
 
 
 def test_an_unknown_worker_uses_nothing() -> None:
@@ -203,9 +215,9 @@ def test_unwait_and_hold_take_a_job_out_of_the_order() -> None:
     ledger.unwait(JOB_B)
     ledger.unwait(JOB_B)
     assert list(ledger.waiting()) == [GROUP_A, JOB_A] and not ledger.is_waiting(JOB_B)
-    ledger.hold(GROUP_A, "w1", {})
+    ledger.hold(GROUP_A, {"w1": {}})
     assert list(ledger.waiting()) == [JOB_A] and not ledger.is_waiting(GROUP_A)
-    ledger.hold(GROUP_A, "w1", {})  # held already: still not waiting
+    ledger.hold(GROUP_A, {"w1": {}})  # held already: still not waiting
     assert list(ledger.waiting()) == [JOB_A]
     assert ledger.held_for_others(_rank(JOB_B, -1), frozenset({"w1"})) == frozenset({"w1"})
     ledger.unwait(JOB_A)

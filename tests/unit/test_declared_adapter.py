@@ -15,8 +15,9 @@ from multiqueue.api.types import Resource
 from multiqueue.dispatch.adapters import ADAPTERS, adapters_of
 from multiqueue.dispatch.adapters.declared import EACH, JOBSET, DeclaredAdapter, DeclaredKind, path_of
 from multiqueue.dispatch.config import ManagerConfig
+from multiqueue.dispatch.decision import Observed
 from multiqueue.dispatch.generic import PodSet, StatusRefused, demand
-from multiqueue.dispatch.lifecycle import Observed, decide
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WaitReason, WorkerView
 from tests.support.docblocks import yaml_block

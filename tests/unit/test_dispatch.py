@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.decision import Actions, Observed
 from multiqueue.dispatch.generic import StatusRefused
-from multiqueue.dispatch.lifecycle import Actions, Observed, decide
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     LEGACY_PIN_ANNOTATION,

@@ -12,6 +12,7 @@ from multiqueue.api.meta import as_dict
 from multiqueue.api.types import NORMAL, WARNING, Event, Obj, Resource
 from multiqueue.dispatch.adapters.declared import JOBGROUP, DeclaredAdapter
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
+from multiqueue.dispatch.decision import Actions, Observed, Waiting
 from multiqueue.dispatch.generic import (
     Finish,
     GenericJob,
@@ -24,7 +25,7 @@ from multiqueue.dispatch.generic import (
     progress_of,
     rerun_status_of,
 )
-from multiqueue.dispatch.lifecycle import Actions, Observed, Waiting, decide
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, PROGRESS_ANNOTATION, Identity, strip_for_mirror
 from multiqueue.dispatch.placement import WaitReason, WorkerView
 from tests.unit.jobfixtures import T1, cond, job
@@ -158,7 +159,7 @@ def test_a_new_task_is_placed_and_its_mirror_made_to_run_at_once() -> None:
     user = task()
     actions = run(user)
     assert actions == Actions(
-        hold=("w1", {"cpu": 1.0}),
+        hold={"w1": {"cpu": 1.0}},
         place_on="w1",
         create_mirror=("w1", TASK.build_mirror(user, US.origin)),
         events=[Event(NORMAL, "Dispatched", "Job dispatched to worker w1")],

@@ -13,8 +13,7 @@ import pytest
 from multiqueue.api.types import NORMAL, WARNING, Event
 from multiqueue.dispatch.adapters.declared import JOBGROUP, DeclaredAdapter
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
-from multiqueue.dispatch.generic import GenericJob
-from multiqueue.dispatch.lifecycle import (
+from multiqueue.dispatch.decision import (
     CACHE_WAIT,
     REJECTED_RETRY,
     REJECTED_RETRY_MAX,
@@ -24,8 +23,9 @@ from multiqueue.dispatch.lifecycle import (
     Rejection,
     StatusRejection,
     Waiting,
-    decide,
 )
+from multiqueue.dispatch.generic import GenericJob
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import (
     CLUSTER_LABEL,
     CLUSTER_SELECTOR_ANNOTATION,
@@ -358,7 +358,7 @@ def test_a_held_worker_is_kept_for_jobs_ranked_before(
         assert actions.waiting.candidates == frozenset(candidates)
         assert actions.hold is None and actions.create_mirror is None
     else:
-        assert actions.hold == (placed_on, {})
+        assert actions.hold == {placed_on: {}}
         assert actions.waiting is None
 
 
@@ -385,7 +385,7 @@ def test_redispatch_creates_a_suspended_mirror_carrying_the_progress() -> None:
     user = _progressed("worker-1")
     actions = run(user, {"worker-1": mirror_of(user, active=2)}, LOST_1)
     assert actions.redispatch == ("worker-1", "worker-2")
-    assert actions.hold == ("worker-2", {})
+    assert actions.hold == {"worker-2": {}}
     assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-2"
     _assert_mirror_waits_for_progress(actions.create_mirror[1])
     assert actions.status == {"startTime": T0, "active": 0, "ready": 0, **PROGRESS}
@@ -536,7 +536,7 @@ def test_after_its_back_off_the_placed_worker_is_asked_again() -> None:
 
 def test_an_unplaced_job_goes_to_a_worker_that_did_not_refuse_it() -> None:
     actions = run(user_job(), rejections={"worker-1": _rejection()})
-    assert actions.place_on == "worker-2" and actions.hold == ("worker-2", {})
+    assert actions.place_on == "worker-2" and actions.hold == {"worker-2": {}}
     assert actions.create_mirror is not None and actions.create_mirror[0] == "worker-2"
     assert actions.waiting is None and actions.requeue_after is None
 
@@ -642,7 +642,7 @@ def test_a_jobgroup_counts_against_cpu_quotas(free: float, placed_on: str | None
     )
     assert actions.place_on == placed_on
     if placed_on is not None:
-        assert actions.hold == ("worker-1", {"cpu": 2.0})
+        assert actions.hold == {"worker-1": {"cpu": 2.0}}
     else:
         assert actions.waiting == Waiting(
             WaitReason.NO_CAPACITY,

@@ -16,7 +16,8 @@ from multiqueue.dispatch.affinity import (
     AffinityError,
     parse_affinity,
 )
-from multiqueue.dispatch.lifecycle import Observed, decide
+from multiqueue.dispatch.decision import Observed
+from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import Identity
 from multiqueue.dispatch.placement import WaitReason, WorkerView, evaluate, place
 from multiqueue.dispatch.placement_filters import (

@@ -11,6 +11,7 @@ from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.capacity import Usage, held_on
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
 from multiqueue.dispatch.readmodel import Snapshot, worker_state
+from multiqueue.dispatch.split import PARTS_ANNOTATION
 from multiqueue.dispatch.workers import WorkerSettings, health_reason
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import Forbidden, TransportError, Unauthorized
@@ -38,33 +39,59 @@ def test_one_health_reason_for_the_manager_and_status(
 
 
 def user(
-    worker: str | None, *, ours: bool = True, finished: bool = False, deleting: bool = False
+    worker: str | None,
+    *,
+    ours: bool = True,
+    finished: bool = False,
+    deleting: bool = False,
+    parts: str | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "j", "namespace": "default", "labels": {}, "finalizers": []}
     if worker is not None:
         meta["labels"][CLUSTER_LABEL] = worker
+    if parts is not None:
+        meta["annotations"] = {PARTS_ANNOTATION: parts}
     if ours:
         meta["finalizers"].append(IDENTITY.finalizer)
     if deleting:
         meta["deletionTimestamp"] = "2026-11-28T10:00:00Z"
     status = {"conditions": [{"type": "Complete", "status": "True"}]} if finished else {}
-    return {"metadata": meta, "spec": {"managedBy": IDENTITY.managed_by}, "status": status}
+    spec = {
+        "managedBy": IDENTITY.managed_by,
+        "parallelism": 8,
+        "completions": 40,
+        "completionMode": "Indexed",
+    }
+    spec["template"] = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+TWO_PARTS = (
+    '{"parts":{"worker-1":{"indexes":"0-19","parallelism":4},'
+    '"worker-2":{"indexes":"20-39","parallelism":3}},"carriedFailed":0}'
+)
 
 
 @pytest.mark.parametrize(
-    ("job", "worker"),
+    ("job", "held"),
     [
-        pytest.param(user(None), None, id="not-placed"),
-        pytest.param(user("worker-1", ours=False), None, id="labelled-but-not-held-by-this-manager"),
-        pytest.param(user("worker-1"), "worker-1", id="placed-and-running"),
-        pytest.param(user("worker-1", finished=True), None, id="finished"),
-        pytest.param(user("worker-1", deleting=True), None, id="being-deleted"),
+        pytest.param(user(None), {}, id="not-placed"),
+        pytest.param(user("worker-1", ours=False), {}, id="labelled-but-not-held-by-this-manager"),
+        pytest.param(user("worker-1"), {"worker-1": {"cpu": 8.0}}, id="placed-and-running"),
+        pytest.param(user("worker-1", finished=True), {}, id="finished"),
+        pytest.param(user("worker-1", deleting=True), {}, id="being-deleted"),
+        pytest.param(
+            user("worker-1", parts=TWO_PARTS),
+            {"worker-1": {"cpu": 4.0}, "worker-2": {"cpu": 3.0}},
+            id="run-as-parts-each-part-on-its-worker",
+        ),
+        pytest.param(user("worker-1", parts=TWO_PARTS, finished=True), {}, id="run-as-parts-finished"),
     ],
 )
-def test_a_job_holds_capacity_on_its_worker_while_placed_and_unfinished(
-    job: dict[str, Any], worker: str | None
+def test_a_job_holds_capacity_on_its_workers_while_placed_and_unfinished(
+    job: dict[str, Any], held: dict[str, dict[str, float]]
 ) -> None:
-    assert held_on(BatchJobAdapter(), IDENTITY, job) == worker
+    assert held_on(BatchJobAdapter(), IDENTITY, job) == held
 
 
 @pytest.mark.parametrize(
