@@ -10,8 +10,9 @@ import pytest
 from multiqueue.dashboard.rows import job_entry, worker_entry
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.inspect import job_row
-from multiqueue.dispatch.mirror import CLUSTER_LABEL, Identity
+from multiqueue.dispatch.mirror import CLUSTER_LABEL, PARTS_ANNOTATION, Identity
 from multiqueue.dispatch.readmodel import WorkerState
+from multiqueue.dispatch.split import PartPlan, Parts
 
 IDENTITY = Identity("multiqueue", "multiqueue.dev/dispatcher")
 NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
@@ -36,6 +37,13 @@ def job(
         "spec": {"managedBy": IDENTITY.managed_by, "completions": 2, "suspend": suspend, "template": {}},
         "status": status or {},
     }
+
+
+def as_parts(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` placed as two parts, index 0 on worker-1 and index 1 on worker-2."""
+    plans = (PartPlan("worker-1", "0", 1), PartPlan("worker-2", "1", 1))
+    obj["metadata"]["annotations"] = {PARTS_ANNOTATION: Parts(plans).encoded()}
+    return obj
 
 
 def condition(kind: str, reason: str, message: str) -> dict[str, Any]:
@@ -91,6 +99,12 @@ WAITING_EVENT = {"reason": "Waiting", "message": "waiting for capacity: cpu"}
             {},
             {"state": "Failed", "reason": "BackoffLimitExceeded", "message": "too many"},
             id="failed",
+        ),
+        pytest.param(
+            as_parts(job(placed="worker-1", status={"active": 2})),
+            {},
+            {"worker": "worker-1[0],worker-2[1]", "state": "Running"},
+            id="run-as-parts-each-with-its-indexes",
         ),
     ],
 )
