@@ -64,6 +64,7 @@ INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node
 # Requests kube-apiserver never times out (its LongRunningFunc): watches, and these subresources.
 LONG_RUNNING_SUBRESOURCES: Final = frozenset({"attach", "exec", "log", "portforward", "proxy"})
 REQUEST_TIMED_OUT: Final = "Timeout: request did not complete within the allotted timeout"
+SHUTTING_DOWN: Final = "The apiserver is shutting down, please try again later."
 # How often an eviction reads the pod again when its status changed under the DisruptionTarget write.
 EVICTION_ATTEMPTS: Final = 5
 # What Go's net/http answers a request line it cannot parse (an invalid %-escape), before any handler runs.
@@ -256,6 +257,13 @@ class ApiServer:
         labels = ("", "", "", "")
         code = 500
         try:
+            if self._stopping.is_set() and request.transport is not None:
+                # Stopping: a request on a connection the shutdown left open (one whose TLS handshake ended after
+                # the connections were closed) is not taken; its connection is closed unanswered, as a closed
+                # listener's would be, so the client tries again on a new one, reaching whoever serves next.
+                code = 499
+                request.transport.close()
+                return web.Response(status=503, text=SHUTTING_DOWN)
             if _BAD_ESCAPE.search(request.raw_path.partition("?")[0]):
                 code = 400
                 return web.Response(status=400, text=BAD_REQUEST_TEXT, headers={"Connection": "close"})

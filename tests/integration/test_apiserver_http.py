@@ -672,3 +672,28 @@ async def _watch(
             if until(events[-1]):
                 break
     return events
+
+
+async def test_a_request_that_reaches_a_stopping_server_is_not_taken_and_its_connection_closed(
+    tmp_path: Path,
+) -> None:
+    """A server stopping takes no more requests, whichever connection they come on: the connection is closed
+    unanswered, so the client tries again on a new one (which reaches whatever serves the address next), never a
+    watch of the stopped store that no event will ever reach."""
+    server = ApiServer(server_config(tmp_path / "state"))
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /version HTTP/1.1\r\nHost: test\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+        await reader.readexactly(int(length.split(b":")[1]))
+        # The same kept-alive connection, as the server begins to stop.
+        stopping = asyncio.create_task(server.stop())
+        writer.write(b"GET /version HTTP/1.1\r\nHost: test\r\n\r\n")
+        answer = await reader.read()  # to the end: the server closes the connection
+        await stopping
+    finally:
+        writer.close()
+    assert answer == b"", answer
