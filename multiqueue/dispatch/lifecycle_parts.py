@@ -56,12 +56,17 @@ def _rooms(
     evaluation: Evaluation, workers: Sequence[WorkerView], per_pod: Mapping[str, float]
 ) -> list[tuple[str, int]]:
     """The workers every filter but the one for room now passed, most room first."""
-    found = [
-        (w.name, room(w, per_pod))
+    passing = [
+        w
         for w in workers
         if all(v.passes or v.filter in ABOUT_ROOM for v in evaluation.verdicts.get(w.name, ())) and not w.slow
     ]
-    return sorted(found, key=lambda item: (-item[1], item[0]))
+    return _by_room(passing, per_pod)
+
+
+def _by_room(workers: Sequence[WorkerView], per_pod: Mapping[str, float]) -> list[tuple[str, int]]:
+    """(worker, pods it can run now), most room first, then by name."""
+    return sorted(((w.name, room(w, per_pod)) for w in workers), key=lambda item: (-item[1], item[0]))
 
 
 def per_pod(adapter: GenericJob, user: Obj) -> dict[str, float]:
@@ -255,18 +260,9 @@ def _replan(
     gone = [p for p in parts.plans if p.worker in lost]
     taken = {i for p in kept for i in indexes.parse_indexes(p.indexes, total)}
     wanted = sum(p.parallelism for p in gone)
-    free = [
-        (w, n)
-        for w, n in sorted(
-            (
-                (w.name, room(w, per_pod(adapter, user)))
-                for w in seen.workers
-                if w.active and w.accepting and not w.lost
-            ),
-            key=lambda item: (-item[1], item[0]),
-        )
-        if w not in {p.worker for p in kept}
-    ]
+    keeping = {p.worker for p in kept}
+    others = [w for w in seen.workers if w.active and w.accepting and not w.lost and w.name not in keeping]
+    free = _by_room(others, per_pod(adapter, user))
     plans = plan_parts(user, free, len(gone) or 1, frozenset(taken), wanted)
     names = ", ".join(sorted(p.worker for p in gone))
     if plans is None:
