@@ -108,7 +108,9 @@ def parse_field_selector(text: str) -> FieldSelector:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
         field, operator, value = match.groups()
         terms.append(FieldTerm(field, _unescape(value), negated=operator == "!="))
-    return FieldSelector(tuple(terms))
+    # Upstream sorts the terms as written; sorted again as printed (``==`` as ``=``), the printed selector parses
+    # back to the same one, whichever way each term was written.
+    return FieldSelector(tuple(sorted(terms, key=str)))
 
 
 # --- the fields each kind can be selected by ----------------------------------------------------------------
