@@ -1,7 +1,8 @@
 """An async REST client for one cluster: plain dicts in and out, typed errors, declared retries, a rate limit.
 
-One :class:`KubeClient` per cluster, each with its own aiohttp session (one connection pool per cluster), so a slow
-cluster never holds up requests to another. Transient failures (connection errors, timeouts, 429, 500/502/503/504)
+One :class:`KubeClient` per cluster, each with its own connections (kept-alive ones for requests answered in one
+piece, kube/connections.py; an aiohttp session for streamed answers), so a slow cluster never holds up requests
+to another. Transient failures (connection errors, timeouts, 429, 500/502/503/504)
 are retried with jittered exponential back-off, 429 after the server's Retry-After; a 409 is never retried here,
 because only the caller can decide again from a fresh read.
 """
@@ -32,6 +33,7 @@ from multiqueue import __version__
 from multiqueue.api import fastjson
 from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
+from multiqueue.kube.connections import Connections, NoAnswer
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
 from multiqueue.loop.collector import collector_paused
 
@@ -116,11 +118,12 @@ class KubeClient:
         self.requests: collections.Counter[str] = collections.Counter()  # by verb, for benchmarks and tests
         # Answers by (HTTP method, status code or "<error>" when none came), as client-go's rest_client_requests_total.
         self.responses: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._connections = Connections(credentials.server, credentials.ssl, self.options.request_timeout)
+        self._headers = {"User-Agent": self.options.user_agent, "Accept": "application/json, */*"}
         connector = aiohttp.TCPConnector(limit=100, ssl=credentials.ssl)
         self._session = aiohttp.ClientSession(
             base_url=credentials.server,
             connector=connector,
-            json_serialize=_dumps,
             headers={"User-Agent": self.options.user_agent},
             timeout=aiohttp.ClientTimeout(total=self.options.request_timeout),
         )
@@ -138,6 +141,7 @@ class KubeClient:
         return cls(credentials, name, options)
 
     async def close(self) -> None:
+        await self._connections.close()
         await self._session.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -408,36 +412,29 @@ class KubeClient:
         verb: str,
     ) -> Any:
         refreshed = False
+        body = None if json_body is None else fastjson.dumps(json_body)
         while True:
             await self.limiter.acquire()
             self.requests[verb] += 1
-            all_headers = {
-                **(await self.credentials.auth_headers(force_refresh=refreshed)),
-                **(headers or {}),
-            }
-            answered = False
+            all_headers = {**self._headers, **(await self.credentials.auth_headers(force_refresh=refreshed))}
+            if body is not None:
+                all_headers["Content-Type"] = "application/json"
+            all_headers.update(headers or {})
             try:
-                async with self._session.request(
-                    method, path, params=params, json=json_body, headers=all_headers
-                ) as response:
-                    answered = True
-                    self.responses[(method, str(response.status))] += 1
-                    if response.status == 401 and not refreshed and self.credentials._refreshable:
-                        refreshed = True  # an expired exec/OIDC credential: refresh once and try again
-                        continue
-                    if response.status >= 400:
-                        raise error_for(response.status, await _status_body(response))
-                    if response.content_type == "application/json":
-                        return decoded(await response.read())
-                    return await response.text()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if not answered:
-                    self.responses[(method, "<error>")] += 1
-                raise TransportError(f"{method} {path} on {self.name}: {unanswered(exc)}") from exc
-            except RuntimeError as exc:
-                if not self._session.closed:
-                    raise
-                raise TransportError(f"{method} {path} on {self.name}: the client is closed") from exc
+                answer = await self._connections.request(method, path, params, all_headers, body)
+            except (NoAnswer, TimeoutError) as exc:
+                self.responses[(method, "<error>")] += 1
+                why = str(exc) if isinstance(exc, NoAnswer) else "no answer in time"
+                raise TransportError(f"{method} {path} on {self.name}: {why}") from exc
+            self.responses[(method, str(answer.status))] += 1
+            if answer.status == 401 and not refreshed and self.credentials._refreshable:
+                refreshed = True  # an expired exec/OIDC credential: refresh once and try again
+                continue
+            if answer.status >= 400:
+                raise error_for(answer.status, status_of(answer.status, answer.text(), answer.reason))
+            if answer.content_type == "application/json":
+                return decoded(answer.body)
+            return answer.text()
 
 
 def decoded(body: bytes) -> Any:
@@ -464,7 +461,11 @@ def unanswered(exc: aiohttp.ClientError | TimeoutError) -> str:
 
 
 async def _status_body(response: aiohttp.ClientResponse) -> Obj:
-    text = await response.text()
+    return status_of(response.status, await response.text(), response.reason or "")
+
+
+def status_of(code: int, text: str, reason: str) -> Obj:
+    """The API Status of an error answer: its body when it is one, else one made of the code and the text."""
     try:
         body = json.loads(text)
     except ValueError:
@@ -474,8 +475,8 @@ async def _status_body(response: aiohttp.ClientResponse) -> Obj:
     return {
         "kind": "Status",
         "status": "Failure",
-        "code": response.status,
-        "message": text.strip()[:500] or response.reason or "",
+        "code": code,
+        "message": text.strip()[:500] or reason,
     }
 
 
@@ -495,7 +496,3 @@ class LogQuery:
 
 def _params(**values: Any) -> dict[str, str]:
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items() if v is not None}
-
-
-def _dumps(obj: Any) -> str:
-    return fastjson.dumps(obj).decode()
