@@ -9,6 +9,7 @@ under its name, a failure logged under that name, and stopped with the manager.
 from __future__ import annotations
 
 from opentelemetry.metrics import Meter
+from opentelemetry.trace import Tracer
 
 from multiqueue.controllers.embedded import EmbeddedControllers
 from multiqueue.dispatch.config import ManagerConfig
@@ -21,10 +22,12 @@ class ManagerProcess:
     """A manager of ``config`` and the embedded controllers it runs on the management cluster (none before it
     starts, or when the config asks for none)."""
 
-    def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
+    def __init__(
+        self, config: ManagerConfig, meter: Meter | None = None, tracer: Tracer | None = None
+    ) -> None:
         self._meter = meter
         self.controllers = EmbeddedControllers()
-        self.manager = Manager(config, meter)
+        self.manager = Manager(config, meter, tracer)
 
     async def start(self) -> None:
         """Start every part: the manager's, then the embedded controllers as its leader work."""

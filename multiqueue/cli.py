@@ -29,7 +29,7 @@ from multiqueue.dispatch.generic import GenericJob
 from multiqueue.dispatch.mirror import CLUSTER_LABEL
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import KubeError
-from multiqueue.loop.collector import collector_paused
+from multiqueue.loop.collector import collector_paused, settle
 from multiqueue.loop.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -315,7 +315,10 @@ def _manager(args: argparse.Namespace) -> int:
 
     config = _manager_config(args.config)
     telemetry.setup_logging(args.log_format)
-    return asyncio.run(_run_manager(config))
+    import uvloop  # the manager's CPU per Job is mostly the loop's and TLS's work per request and watch event
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(_run_manager(config))
 
 
 async def _run_manager(config: ManagerConfig) -> int:
@@ -328,13 +331,15 @@ async def _run_manager(config: ManagerConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     tracing = telemetry.setup_tracing()
     metrics = telemetry.Metrics()
-    process = ManagerProcess(config, meter=metrics.meter)
+    tracer = tracing.get_tracer("multiqueue.dispatch") if tracing is not None else None
+    process = ManagerProcess(config, meter=metrics.meter, tracer=tracer)
     try:
         await process.start()
     except (KubeconfigError, ConfigError) as exc:
         raise UsageError(f"cannot start the manager: {exc}") from exc
     except (KubeError, OSError) as exc:
         raise RuntimeFailure(f"cannot start the manager: {exc}") from exc
+    settle()
     endpoints = None
     try:
         endpoints = await _OperatorEndpoints.serve(

@@ -278,7 +278,8 @@ def tracer_provider(environ: Mapping[str, str] = os.environ) -> TracerProvider |
 
 
 def setup_tracing(environ: Mapping[str, str] = os.environ) -> TracerProvider | None:
-    """Install :func:`tracer_provider` for the whole process (the dispatcher's spans use the global one)."""
+    """Install :func:`tracer_provider` for the whole process, for any library that traces through the global one;
+    the dispatcher is given a tracer of it (and none when tracing is off)."""
     provider = tracer_provider(environ)
     if provider is not None:
         trace.set_tracer_provider(provider)

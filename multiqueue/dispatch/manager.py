@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, Protocol
 
 from opentelemetry.metrics import Meter
+from opentelemetry.trace import Tracer
 
 from multiqueue import __version__
 from multiqueue.api.types import NAMESPACES, PRIORITY_CLASSES, Resource
@@ -56,9 +57,12 @@ Embed = Callable[[KubeClient, InformerFactory], Embedded]
 
 
 class Manager:
-    def __init__(self, config: ManagerConfig, meter: Meter | None = None) -> None:
+    def __init__(
+        self, config: ManagerConfig, meter: Meter | None = None, tracer: Tracer | None = None
+    ) -> None:
         self.config = config
         self.meter = meter
+        self.tracer = tracer
         self.embedded: Embedded | None = None
         self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.management: KubeClient | None = None
@@ -127,6 +131,7 @@ class Manager:
             ),
             priorities=factory.informer(PRIORITY_CLASSES),
             meter=self.meter,
+            tracer=self.tracer,
         )
         self.connections = WorkerConnections(
             dispatcher.pool, dispatcher.ledger, dispatcher.released, self.client_options
