@@ -183,9 +183,17 @@ def _validate_status_times(write: StatusWrite) -> list[FieldError]:
 def validate_job_status_update(new: Obj, old: Obj) -> list[FieldError]:
     """A status write (the server has already copied the old spec into ``new``)."""
     new, old = as_dict(new), as_dict(old)
+    return validate_object_meta_update(new.get("metadata"), old.get("metadata")) + validate_job_status_rules(
+        new, old
+    )
+
+
+def validate_job_status_rules(new: Obj, old: Obj) -> list[FieldError]:
+    """The status rules alone, for a writer whose ``new`` carries ``old``'s metadata unchanged (the dispatcher
+    checking a status before it writes it): the metadata was valid when the server stored it."""
+    new, old = as_dict(new), as_dict(old)
     write = StatusWrite(new, old)
-    errs = validate_object_meta_update(new.get("metadata"), old.get("metadata"))
-    errs += _validate_status_values(write)
+    errs = _validate_status_values(write)
     errs += _validate_condition_transitions(write)
     errs += _validate_pod_counts(write)
     errs += jobstatusindexes.validate_status_indexes(write)

@@ -23,7 +23,7 @@ from typing import Final
 
 from multiqueue.api import indexes, jobs
 from multiqueue.api.jobparts import PartStatus, divide, merged_status
-from multiqueue.api.jobstatus import validate_job_status_update
+from multiqueue.api.jobstatus import validate_job_status_rules
 from multiqueue.api.meta import as_dict, as_int, labels_of
 from multiqueue.api.types import JOBS, NORMAL, WARNING, Event, Obj
 from multiqueue.dispatch.decision import CACHE_WAIT, Actions, Observed, Waiting
@@ -224,7 +224,7 @@ def _merge(actions: Actions, user: Obj, mirrors: dict[str, Obj], parts: Parts, s
     current = {k: v for k, v in jobs.status_of(user).items() if k != "uncountedTerminatedPods"}
     if merged.status == current:
         return merged.decided
-    problems = validate_job_status_update({**user, "status": merged.status}, user)
+    problems = validate_job_status_rules({**user, "status": merged.status}, user)
     if problems:
         detail = "; ".join(str(p) for p in problems)
         actions.status_refused = True

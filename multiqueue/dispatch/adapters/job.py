@@ -72,7 +72,7 @@ class BatchJobAdapter:
         if status == {k: v for k, v in jobs.status_of(user).items() if k != "uncountedTerminatedPods"}:
             return None
         new = {**user, "status": status}
-        problems = jobstatus.validate_job_status_update(new, user)
+        problems = jobstatus.validate_job_status_rules(new, user)
         if problems:
             raise StatusRefused("; ".join(str(p) for p in problems))
         return status
