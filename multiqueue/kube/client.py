@@ -2,9 +2,9 @@
 
 One :class:`KubeClient` per cluster, each with its own connections (kept-alive ones for requests answered in one
 piece, kube/connections.py; an aiohttp session for streamed answers), so a slow cluster never holds up requests
-to another. Transient failures (connection errors, timeouts, 429, 500/502/503/504)
-are retried with jittered exponential back-off, 429 after the server's Retry-After; a 409 is never retried here,
-because only the caller can decide again from a fresh read.
+to another. Transient failures (connection errors, timeouts, 429, 500/502/503/504) are retried with jittered
+exponential back-off, 429 after the server's Retry-After; a 409 is never retried here, because only the caller
+can decide again from a fresh read.
 """
 
 from __future__ import annotations

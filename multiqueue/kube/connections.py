@@ -3,7 +3,7 @@ streamed ones (watches, followed logs), which go through aiohttp.
 
 Why not aiohttp's client for these as well: it costs about 170 µs of the client's CPU per JSON request against
 this project's API server, against about 50 µs here (tests/bench/kube_client.py measures the client's CPU per
-request), and the manager sends five requests and two Events per Job, so they were a quarter of its CPU. The
+request), and the manager sends five requests and two Events per Job, so they were a third of its CPU. The
 HTTP parsing is httptools' (the parser uvicorn uses), the connections asyncio's.
 
 A request takes an idle connection, or opens one, writes the whole request, and waits for the parsed answer. A

@@ -1,8 +1,9 @@
 """Normalizing two servers' answers to one request and saying how they differ.
 
 What is different by nature between two clusters is replaced by a placeholder before comparing: uids,
-resourceVersions, timestamps (also those of ``managedFields`` entries, whose fields and managers are compared),
-generated names, continue tokens and ``selfLink``. What remains must be equal: the status code, the body (for errors the
+resourceVersions, timestamps (also those of ``managedFields`` entries, whose fields and managers are compared, in
+upstream's order without the entries' times: both servers order entries by the second each was last written, and
+two writes fall in one second on one server and in two on the other), generated names, continue tokens and ``selfLink``. What remains must be equal: the status code, the body (for errors the
 Status reason, message and causes), the ``Warning`` headers and, for a watch, the event types in order with the
 objects' names and labels, counting only the events of writes both servers answered alike (:func:`events_of`).
 """
@@ -43,7 +44,7 @@ def _scrub(value: Any, generated: Mapping[str, str]) -> Any:
             if key in VOLATILE_META and isinstance(item, str | int) and item not in ("", None):
                 out[key] = f"<{key}>"
             elif key == "managedFields":
-                out[key] = [_managed_entry(e) for e in item] if isinstance(item, list) else item
+                out[key] = _managed_entries(item) if isinstance(item, list) else item
             elif key in ("continue",) and isinstance(item, str) and item:
                 out[key] = "<continue>"
             else:
@@ -63,10 +64,22 @@ def _scrub(value: Any, generated: Mapping[str, str]) -> Any:
     return value
 
 
-def _managed_entry(entry: Any) -> Any:
-    if isinstance(entry, dict):
-        return {k: ("<time>" if k == "time" else v) for k, v in entry.items()}
-    return entry
+def _managed_entries(entries: list[Any]) -> list[Any]:
+    scrubbed = [
+        {k: ("<time>" if k == "time" else v) for k, v in e.items()} if isinstance(e, dict) else e
+        for e in entries
+    ]
+    if not all(isinstance(e, dict) for e in scrubbed):
+        return scrubbed
+    return sorted(
+        scrubbed,
+        key=lambda e: (
+            str(e.get("operation", "")),
+            str(e.get("manager", "")),
+            str(e.get("apiVersion", "")),
+            str(e.get("subresource", "")),
+        ),
+    )
 
 
 def _generated_names(body: Any) -> dict[str, str]:

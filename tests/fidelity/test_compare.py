@@ -49,3 +49,27 @@ def test_a_watch_keeps_the_events_of_writes_both_servers_answered_alike() -> Non
 
 def test_answers_without_events_pass_unchanged() -> None:
     assert events_of(SIDE["x/create"], {}, set()) is SIDE["x/create"]
+
+
+def test_managed_fields_entries_compare_without_the_order_their_times_gave_them() -> None:
+    """Two writes of one manager, the spec's then the status's: upstream lists the entries by the second each was
+    last written, so one server may list the status entry first and the other the spec entry."""
+    spec = {"manager": "m", "operation": "Update", "apiVersion": "batch/v1", "fieldsV1": {"f:spec": {}}}
+    status = {**spec, "fieldsV1": {"f:status": {}}, "subresource": "status"}
+    in_one_second = Answer(
+        200, {"metadata": {"managedFields": [{**spec, "time": "T1"}, {**status, "time": "T1"}]}}
+    )
+    in_two = Answer(
+        200,
+        {
+            "metadata": {
+                "managedFields": [
+                    {**status, "time": "2026-01-01T00:00:00Z"},
+                    {**spec, "time": "2026-01-01T00:00:01Z"},
+                ]
+            }
+        },
+    )
+    assert normalize(in_one_second) == normalize(in_two)
+    other = Answer(200, {"metadata": {"managedFields": [{**spec, "manager": "n"}, status]}})
+    assert normalize(other) != normalize(in_two), "who manages which fields is still compared"
