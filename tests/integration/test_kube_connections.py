@@ -15,7 +15,7 @@ import pytest
 from multiqueue.api.types import JOBS
 from multiqueue.kube.client import ClientOptions, KubeClient
 from multiqueue.kube.config import load_credentials
-from multiqueue.kube.connections import Connections, NoAnswer
+from multiqueue.kube.connections import IDLE_KEPT, Connections, NoAnswer
 from multiqueue.kube.errors import NotFound
 from multiqueue.local.certs import serving_cert
 
@@ -153,6 +153,26 @@ async def test_a_connection_the_server_closes_is_not_used_again(
         assert server.connections == 4
     finally:
         await client.close()
+
+
+async def test_a_connection_idle_too_long_is_closed_rather_than_used_again(
+    scripted: Callable[[Script], Scripted],
+) -> None:
+    server = scripted(lambda _c, _n: OK)
+    now = [0.0]
+    connections = Connections(await server.start(), None, timeout=5, clock=lambda: now[0])
+    try:
+        await connections.request("GET", "/x", None, {}, None)
+        now[0] += IDLE_KEPT - 1
+        await connections.request("GET", "/x", None, {}, None)
+        assert server.connections == 1, "idle for less than IDLE_KEPT: used again"
+        now[0] += IDLE_KEPT
+        await connections.request("GET", "/x", None, {}, None)
+        assert server.connections == 2, "idle for longer: closed, and a new one opened"
+        async with asyncio.timeout(5):
+            await server.closed_by_client.wait()
+    finally:
+        await connections.close()
 
 
 async def test_a_request_the_server_drops_fails_and_a_client_retries_it_on_a_new_connection(
