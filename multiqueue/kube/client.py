@@ -13,7 +13,6 @@ import asyncio
 import collections
 import dataclasses
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -33,7 +32,7 @@ from multiqueue import __version__
 from multiqueue.api import fastjson
 from multiqueue.api.types import PODS, Obj, Resource
 from multiqueue.kube.config import Credentials, load_credentials
-from multiqueue.kube.connections import Connections, NoAnswer
+from multiqueue.kube.connections import Connections, NoAnswer, cannot_connect
 from multiqueue.kube.errors import ApiError, TooManyRequests, TransportError, error_for
 from multiqueue.loop.collector import collector_paused
 
@@ -450,9 +449,7 @@ def unanswered(exc: aiohttp.ClientError | TimeoutError) -> str:
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return f"the TLS certificate of {exc.host}:{exc.port} is not trusted ({exc.certificate_error})"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        error = exc.os_error
-        why = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
-        return f"cannot connect to {exc.host}:{exc.port} ({why.lower()})"
+        return cannot_connect(exc.host, exc.port, exc.os_error)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection without answering"
     if isinstance(exc, TimeoutError):

@@ -120,6 +120,12 @@ class _Connection(asyncio.Protocol):
             self.waiting.set_exception(NoAnswer(why))
 
 
+def cannot_connect(host: str | None, port: int | None, error: OSError) -> str:
+    """Why a connection could not be made, in a person's words: the system's text for its errno when it has one."""
+    why = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
+    return f"cannot connect to {host}:{port} ({why.lower()})"
+
+
 class Connections:
     """The connections to one server (``https://host:port[/prefix]``): ``tls`` is the TLS context of an https
     server (None or False: plain HTTP), and each request has its answer within ``timeout`` seconds or fails with
@@ -200,8 +206,7 @@ class Connections:
                 f"the TLS certificate of {self.host}:{self.port} is not trusted ({exc.verify_message})"
             ) from exc
         except OSError as exc:
-            why = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
-            raise NoAnswer(f"cannot connect to {self.host}:{self.port} ({why.lower()})") from exc
+            raise NoAnswer(cannot_connect(self.host, self.port, exc)) from exc
         return connection
 
     def _encoded(
