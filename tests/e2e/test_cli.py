@@ -108,6 +108,10 @@ async def test_logs_take_kubectls_flags(dispatching_clusters: Clusters, tmp_path
     worker = clusters.client(placed)
     pods, _ = await worker.list(PODS, "default", label_selector="batch.kubernetes.io/job-name=pair")
     pod = pods[0]["metadata"]["name"]
+    # A pod not yet bound to a node has an empty log (kube-apiserver answers 200 with no lines): wait for its node.
+    await clusters.wait_for(
+        PODS, "default", pod, lambda p: bool((p.get("spec") or {}).get("nodeName")), cluster=placed
+    )
     async with asyncio.timeout(30):
         while True:
             try:

@@ -16,7 +16,8 @@ are small dicts whose keys must all hold (see ``test_controllers.holds``):
   ``status.active`` entries (at least), live Jobs in the namespace (exactly), Jobs whose status counts a ready
   pod (at least; so a new Job's status has caught up with its pod before the comparison)
 - ``after_tick``: this many seconds have passed since the first whole minute after the run began
-- ``barrier``: every other scenario of this side has ended (for scenarios where nothing is meant to happen)
+- ``barrier``: every other scenario of this side whose deadline is not later than its own has ended (for
+  scenarios where nothing is meant to happen)
 
 Containers run on this machine through the local kubelet, so scripts are real shell; ``{marker}`` becomes a file
 path of the scenario and side, for scripts that behave differently on a second run.

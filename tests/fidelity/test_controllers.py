@@ -72,7 +72,9 @@ class Cluster:
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {r.plural: {} for r in self.KINDS}
         self.changed = asyncio.Event()
         self.ended: set[str] = set()
-        self.awaited: set[str] = set()  # the scenarios a barrier waits for
+        # by a barrier's kind, the scenarios it waits for: those whose deadline is not later than its own, so that a
+        # Job barrier does not wait on CronJob scenarios that may run past it
+        self.awaited: dict[str, set[str]] = {}
         self.began = datetime.now(UTC)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -239,7 +241,7 @@ class Run:
             elif key == "after_tick":
                 ok = datetime.now(UTC) >= self.first_tick() + timedelta(seconds=want)
             elif key == "barrier":
-                ok = self.cluster.ended >= self.cluster.awaited
+                ok = self.cluster.ended >= self.cluster.awaited[self.scenario.kind]
             else:
                 raise ValueError(f"unknown condition {key!r} in scenario {self.scenario.name}")
             if not ok:
@@ -440,6 +442,11 @@ class Outcome:
         return "\n".join(lines)
 
 
+def _timeout(kind: str) -> float:
+    """From the start of the run to the deadline of a scenario of this kind."""
+    return JOB_TIMEOUT if kind == "Job" else CRON_TIMEOUT
+
+
 async def _events_agree(pairs: list[tuple[Run, Run]], deadline: float) -> None:
     """Events trail the status that ended a scenario: give them a moment to agree."""
 
@@ -461,7 +468,14 @@ async def compare(embedded: KubeClient, upstream: KubeClient, names: Sequence[st
             folder.mkdir()
             clusters.append(Cluster(client, folder))
         for cluster in clusters:
-            cluster.awaited = {s.name for s in scenarios if "barrier" not in s.until}
+            cluster.awaited = {
+                kind: {
+                    s.name
+                    for s in scenarios
+                    if "barrier" not in s.until and _timeout(s.kind) <= _timeout(kind)
+                }
+                for kind in ("Job", "CronJob")
+            }
         await asyncio.gather(*(c.start() for c in clusters))
         began = time.monotonic()
         pairs: list[tuple[Run, Run]] = []
@@ -470,11 +484,7 @@ async def compare(embedded: KubeClient, upstream: KubeClient, names: Sequence[st
             pair = [Run(scenario, c, namespace) for c in clusters]
             pairs.append((pair[0], pair[1]))
         try:
-            plays = [
-                r.play(began + (JOB_TIMEOUT if r.scenario.kind == "Job" else CRON_TIMEOUT))
-                for pair in pairs
-                for r in pair
-            ]
+            plays = [r.play(began + _timeout(r.scenario.kind)) for pair in pairs for r in pair]
             await asyncio.gather(*plays)
             await _events_agree(pairs, time.monotonic() + EVENT_GRACE)
             for run in (r for pair in pairs for r in pair):
