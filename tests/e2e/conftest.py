@@ -53,6 +53,7 @@ from tests.e2e.kind import (
 from tests.e2e.kindops import KindManager
 from tests.e2e.providers import selected_provider
 from tests.support.docblocks import run_block, shell_blocks
+from tests.support.waiting import saying_on_timeout
 
 Obj = dict[str, Any]
 
@@ -220,9 +221,17 @@ class Clusters:
         """Watch one object (which may not exist yet) until ``predicate`` holds; return it."""
         client = self.clients[cluster]
         selector = f"metadata.name={name}"
-        async with asyncio.timeout(within):
+        seen: list[str] = []  # what the lists and watches gave, for the message of a timeout
+
+        def what() -> str:
+            where = f"{resource.plural} {namespace}/{name} on {cluster}"
+            return f"{where} never held within {within:g} s; last seen: {seen[-20:]}"
+
+        async with saying_on_timeout(what), asyncio.timeout(within):
             while True:
                 items, rv = await client.list(resource, namespace, field_selector=selector)
+                versions = [i["metadata"].get("resourceVersion") for i in items]
+                seen.append(f"listed at {rv}: object at {versions}")
                 if items and predicate(items[0]):
                     return items[0]
                 async for event in client.watch(
@@ -232,6 +241,9 @@ class Clusters:
                     resource_version=rv,
                     timeout_seconds=int(within),
                 ):
+                    seen.append(
+                        f"{event['type']} {event['object'].get('metadata', {}).get('resourceVersion')}"
+                    )
                     if event["type"] in ("ADDED", "MODIFIED") and predicate(event["object"]):
                         return dict(event["object"])
 

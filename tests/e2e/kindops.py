@@ -18,7 +18,7 @@ from multiqueue.dispatch.workersecrets import CAPACITY_ANNOTATION
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.informer import Informer
 from tests.e2e.kind import DEPLOYMENT, NAMESPACE, REPO, KindEnvironment, kind_cluster_name
-from tests.support.waiting import Changes
+from tests.support.waiting import Changes, saying_on_timeout
 
 Obj = dict[str, Any]
 LEASE: Final = "multiqueue-manager"  # deploy/config.yaml's leaderElection.leaseName
@@ -197,9 +197,14 @@ class KindManager:
             lease = informer.get(f"{NAMESPACE}/{LEASE}") or {}
             return str((lease.get("spec") or {}).get("holderIdentity") or "").rsplit("_", 1)[0]
 
+        def seen() -> str:
+            lease = informer.get(f"{NAMESPACE}/{LEASE}") or {}
+            return f"no leader accepted within {within:g} s; the Lease's spec: {lease.get('spec')}"
+
         informer.start()
         try:
-            await changes.until(lambda: bool(holder()) and holds(holder()), within)
+            async with saying_on_timeout(seen):
+                await changes.until(lambda: bool(holder()) and holds(holder()), within)
             return holder()
         finally:
             await informer.stop()

@@ -11,6 +11,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -247,13 +248,20 @@ async def test_the_leader_pod_deleted_then_killed_while_100_jobs_run_and_each_ru
         # Each time with a warm standby: both replicas Ready, as a running Deployment keeps them.
         await manager.manager_kubectl("rollout", "status", "deployment/multiqueue-manager", "--timeout=300s")
         leader = await manager.until_leader(lambda _: True)
+        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         started = time.monotonic()
         if how == "pod deleted":
             await manager.manager_kubectl("delete", "pod", leader, "--wait=false")
         else:
             pid = await manager.container_pid(leader)
             await run("docker", "exec", node("management"), "kill", "-9", str(pid))
-        successor = await manager.until_leader(lambda holder, old=leader: holder != old, within=120)
+        try:
+            successor = await manager.until_leader(lambda holder, old=leader: holder != old, within=120)
+        except pytest.fail.Exception:
+            # What each manager said meanwhile, printed with the failure: why no standby took over.
+            for pod, text in (await manager.logs_since(since)).items():
+                print(f"--- {pod} since {since}:\n{text}")
+            raise
         takeovers.append((how, time.monotonic() - started, leader, successor))
 
     await gate.open()
