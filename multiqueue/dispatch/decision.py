@@ -6,11 +6,10 @@ whole, a Job run as parts) and the executor that performs their actions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Final
 
 from multiqueue.api.types import Event, Obj
-from multiqueue.dispatch.placement import WaitReason, WorkerView
+from multiqueue.dispatch.placement import WaitReason, WorkerViews
 
 # A worker whose request slots are all held by slow requests: act on it this much later.
 WORKER_BUSY_RETRY: Final = 1.0
@@ -66,7 +65,7 @@ class Observed:
 
     user: Obj | None
     mirrors: dict[str, Obj]
-    workers: Sequence[WorkerView]
+    workers: WorkerViews
     rejections: dict[str, Rejection]
     now: float
     turn: int = 0

@@ -153,7 +153,7 @@ class Dispatcher:
     # --- what the read model reads --------------------------------------------------------------------------
 
     def worker_views(self) -> list[WorkerView]:
-        return self.pool.views(self.ledger)
+        return list(self.pool.views(self.ledger))
 
     @property
     def synced(self) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
 from typing import Final
 
 from multiqueue.api.meta import as_dict, labels_of, metadata
@@ -34,7 +33,15 @@ from multiqueue.dispatch.mirror import (
     requested_worker,
 )
 from multiqueue.dispatch.mirrorbody import mirror_body
-from multiqueue.dispatch.placement import NEEDS_A_CHANGE, Placement, WaitReason, WorkerView, evaluate, place
+from multiqueue.dispatch.placement import (
+    NEEDS_A_CHANGE,
+    Placement,
+    WaitReason,
+    WorkerView,
+    WorkerViews,
+    evaluate,
+    place,
+)
 from multiqueue.dispatch.split import parts_of
 
 # Why a Job placed whole waits that parts may not: all of it has no room on one worker, now or ever.
@@ -55,9 +62,8 @@ def decide(
     actions = _decide(adapter, identity, policy, seen, keep_finished, split_limit)
     # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
     # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
-    active = {w.name for w in seen.workers if w.active}
-    actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if w in active]
-    slow = {w.name for w in seen.workers if w.slow}
+    workers = seen.workers
+    actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if _answers(workers.get(w))]
     touched = {w for w, _ in actions.delete_mirrors}
     for target in (
         actions.create_mirror,
@@ -67,19 +73,24 @@ def decide(
     ):
         if target is not None:
             touched.add(target[0])
-    if touched - active:
+    views = [workers.get(w) for w in touched]
+    if not all(_answers(v) for v in views):
         # It does not answer: nothing is asked of it until it is back, and its return syncs every Job placed there.
         return Actions()
-    if touched & slow:
+    if any(v is not None and v.slow for v in views):
         # That worker is slow to answer: decide again later rather than hold a sync waiting on it.
         return Actions(requeue_after=WORKER_BUSY_RETRY)
     return actions
 
 
+def _answers(view: WorkerView | None) -> bool:
+    return view is not None and view.active
+
+
 @dataclasses.dataclass(frozen=True)
 class Ours:
     """A Job of ours as one sync sees it: the user's object, our mirrors of it by worker, the worker it is placed
-    on (None: not placed), and the workers lost."""
+    on (None: not placed), and which of those workers are lost."""
 
     user: Obj
     mirrors: dict[str, Obj]
@@ -142,17 +153,15 @@ def _decide(
 
 def _ours(identity: Identity, seen: Observed, user: Obj) -> Ours:
     """What of ``seen`` is ours: a mirror another manager made, or one of an earlier Job of that name, is not."""
-    return Ours(
-        user,
-        {w: m for w, m in seen.mirrors.items() if identity.owns_mirror(m, user)},
-        labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None,
-        frozenset(w.name for w in seen.workers if w.lost),
+    mirrors = {w: m for w, m in seen.mirrors.items() if identity.owns_mirror(m, user)}
+    placed = labels_of(user).get(CLUSTER_LABEL) if identity.holds(user) else None
+    lost = frozenset(
+        name for name in (placed, *mirrors) if name is not None and (v := seen.workers.get(name)) and v.lost
     )
+    return Ours(user, mirrors, placed, lost)
 
 
-def kept_until(
-    adapter: GenericJob, job: Ours, workers: Sequence[WorkerView], keep_finished: float
-) -> float | None:
+def kept_until(adapter: GenericJob, job: Ours, workers: WorkerViews, keep_finished: float) -> float | None:
     """Until when a finished Job's mirror stays on its worker so that its pods' logs can still be read; None when
     it goes now (the Job is being deleted, its finish has no time, no mirror is there, or the worker drains)."""
     if metadata(job.user).get("deletionTimestamp") or not adapter.is_finished(job.user):
@@ -161,7 +170,8 @@ def kept_until(
     if finish is None or finish.at is None or job.placed not in job.mirrors:
         return None
     # A draining worker is being let go: what is finished there goes at once.
-    if any(w.name == job.placed and not w.accepting for w in workers):
+    view = workers.get(job.placed) if job.placed is not None else None
+    if view is not None and not view.accepting:
         return None
     return finish.at + keep_finished
 
@@ -334,7 +344,7 @@ def _create(
         actions.waiting = Waiting(_refusal_reason(rejection), _rejected_message(rejection))
         actions.events.append(_pending_event(actions.waiting))
         return actions
-    if not any(w.name == placed and w.active for w in seen.workers):
+    if not _answers(seen.workers.get(placed)):
         actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
         return actions
     actions.create_mirror = (placed, mirror_body(adapter, identity, user))
@@ -371,7 +381,7 @@ def _redispatch(
         seen.workers,
         policy,
         seen.turn,
-        exclude=job.lost | refused,
+        exclude=frozenset(w.name for w in seen.workers if w.lost) | refused,
         demand=asked,
         kind=adapter.resource.kind,
     )

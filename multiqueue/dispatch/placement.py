@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Final, overload
 
 from multiqueue.api.errors import SelectorError
 from multiqueue.api.labelselectors import LabelSelector
@@ -31,7 +31,9 @@ from multiqueue.dispatch.placement_scores import (
     ROUND_ROBIN,
     affinity_scores,
     best,
+    pick,
     policy_scores,
+    top_weighted,
 )
 from multiqueue.dispatch.placement_summary import summary
 
@@ -100,6 +102,51 @@ class WorkerView:
     missing_kinds: frozenset[str] = frozenset()
 
 
+class WorkerViews(Sequence[WorkerView]):
+    """Every worker as one sync sees it, each view made when first asked for: most syncs look at a worker or two
+    by name, only placing a Job looks at them all, and there may be many. Read within one sync."""
+
+    def __init__(self, names: Collection[str], view: Callable[[str], WorkerView]) -> None:
+        self._names = names
+        self._view = view
+        self._made: dict[str, WorkerView] = {}
+        self._every: list[WorkerView] | None = None
+
+    @classmethod
+    def of(cls, views: Iterable[WorkerView]) -> WorkerViews:
+        """Views made already, in their order."""
+        by_name = {v.name: v for v in views}
+        return cls(by_name.keys(), by_name.__getitem__)
+
+    def get(self, name: str) -> WorkerView | None:
+        """The view of the worker ``name``; None when there is no such worker."""
+        return self._made.get(name) or (self._make(name) if name in self._names else None)
+
+    def _make(self, name: str) -> WorkerView:
+        view = self._made.get(name)
+        if view is None:
+            view = self._made[name] = self._view(name)
+        return view
+
+    def _all(self) -> list[WorkerView]:
+        if self._every is None:
+            self._every = [self._make(n) for n in self._names]
+        return self._every
+
+    def __iter__(self) -> Iterator[WorkerView]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @overload
+    def __getitem__(self, index: int) -> WorkerView: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[WorkerView]: ...
+    def __getitem__(self, index: int | slice) -> WorkerView | list[WorkerView]:
+        return self._all()[index]
+
+
 @dataclasses.dataclass(frozen=True)
 class Placement:
     worker: str | None
@@ -131,7 +178,8 @@ class Evaluation:
     placement: Placement
     verdicts: dict[str, tuple[Verdict, ...]]  # every worker given, in their order
     affinity: dict[str, int]  # preferred-term weight of each worker every filter passed
-    policy: dict[str, float]  # the policy's score of each of those (among those tied on affinity)
+    # the policy's score of each of those tied on the top weight (among the responsive ones, when one passed)
+    policy: dict[str, float]
 
 
 def place(
@@ -170,15 +218,17 @@ def evaluate(
     selector_text = notes.get(CLUSTER_SELECTOR_ANNOTATION)
     selector, affinity, unreadable = _job_terms(selector_text, notes.get(WORKER_AFFINITY_ANNOTATION))
     asked = Asked(asked_demand, pinned, kind, selector, affinity, exclude)
-    seen = {w.name: verdicts(asked, w) for w in workers}
-    passing = [w for w in workers if all(v.passes for v in seen[w.name])]
+    seen: dict[str, tuple[Verdict, ...]] = {}
+    passing = []
+    for worker in workers:
+        found = seen[worker.name] = verdicts(asked, worker)
+        if not any(v.code for v in found):
+            passing.append(worker)
     if passing and not unreadable:
-        chosen = prefer_responsive(passing).workers
         weights = affinity_scores(affinity, passing)
-        top = max(weights.values())
-        scores = policy_scores(policy, [w for w in chosen if weights[w.name] == top], turn)
-        placed = Placement(best(policy, chosen, turn, affinity))
-        return Evaluation(asked, placed, seen, weights, scores)
+        tied = top_weighted(prefer_responsive(passing).workers, weights)
+        scores = policy_scores(policy, tied, turn)
+        return Evaluation(asked, Placement(pick(tied, scores)), seen, weights, scores)
     steps: list[Step] = [
         functools.partial(keep_pinned, pinned=pinned),
         keep_accepting,

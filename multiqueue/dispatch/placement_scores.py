@@ -7,8 +7,8 @@ dispatch counter's turn). Without preferred terms every worker ties on affinity,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, Protocol, TypeVar
 
 from multiqueue.dispatch.affinity import Affinity
 
@@ -26,6 +26,8 @@ class Scored(Protocol):
     @property
     def load(self) -> int: ...
 
+
+W = TypeVar("W", bound=Scored)
 
 # A policy's score of each worker (higher is better); ties go to the name that sorts first.
 PolicyScore = Callable[[Sequence[Scored], int], dict[str, float]]
@@ -66,8 +68,16 @@ def policy_scores(policy: str, workers: Sequence[Scored], turn: int) -> dict[str
 def best(policy: str, workers: Sequence[Scored], turn: int, affinity: Affinity) -> str:
     """The worker that takes the Job among ``workers`` (not empty): the highest affinity weight, then the policy's
     pick among the workers tied on it."""
-    weights = affinity_scores(affinity, workers)
-    top = max(weights.values())
-    tied = [w for w in workers if weights[w.name] == top]
-    scores = policy_scores(policy, tied, turn)
+    tied = top_weighted(workers, affinity_scores(affinity, workers))
+    return pick(tied, policy_scores(policy, tied, turn))
+
+
+def top_weighted(workers: Sequence[W], weights: Mapping[str, int]) -> list[W]:
+    """The workers (not empty) with the highest affinity weight among them."""
+    top = max(weights[w.name] for w in workers)
+    return [w for w in workers if weights[w.name] == top]
+
+
+def pick(tied: Sequence[Scored], scores: Mapping[str, float]) -> str:
+    """The policy's pick among workers tied on affinity: the best score, then the name that sorts first."""
     return min(tied, key=lambda w: (-scores[w.name], w.name)).name

@@ -31,7 +31,7 @@ from multiqueue.dispatch.nodecapacity import (
     node_record,
     pod_record,
 )
-from multiqueue.dispatch.placement import WorkerView
+from multiqueue.dispatch.placement import WorkerView, WorkerViews
 from multiqueue.kube.client import KubeClient
 from multiqueue.kube.config import KubeconfigError
 from multiqueue.kube.errors import Forbidden, KubeError, NotFound, TransportError, Unauthorized
@@ -103,12 +103,14 @@ class Slots:
     than it takes the health probe to notice (:meth:`abort`)."""
 
     def __init__(self, count: int) -> None:
+        self._count = count
         self._free = asyncio.Semaphore(count)
         # The deadline of each request holding a slot, and when it started (monotonic).
         self._held: dict[asyncio.Timeout, float] = {}
 
     def slow(self, now: float) -> bool:
-        return self._free.locked() and bool(self._held) and now - min(self._held.values()) > SLOW_AFTER
+        # Every slot held: a request holds its slot from the moment it takes it (no await between the two).
+        return len(self._held) >= self._count and now - min(self._held.values()) > SLOW_AFTER
 
     def abort(self) -> None:
         """Give up every request under way: the worker stopped answering, so none of them will be answered."""
@@ -249,6 +251,7 @@ class WorkerPool:
         # (a view is kept while both are as they were): every sync sees every worker, and there may be many.
         self.generation = 0
         self._views: dict[str, tuple[int, Usage, WorkerView]] = {}
+        self._roster: tuple[int, dict[str, Worker]] = (-1, {})  # the workers as of a generation
 
     def add(self, name: str, client: KubeClient, factory: InformerFactory, settings: WorkerSettings) -> None:
         """Dispatch to one more worker, or reach a known one through new credentials (its Jobs stay placed)."""
@@ -380,26 +383,33 @@ class WorkerPool:
         """Worker name -> our mirror named ``key`` there (any origin UID)."""
         return {n: m for n, w in self.workers.items() if (m := w.mirrors[kind].get(key)) is not None}
 
-    def views(self, ledger: Ledger, held: frozenset[str] = frozenset()) -> list[WorkerView]:
-        """Every worker as placement sees it now. A worker's view is kept until the pool's generation moves or
-        the ledger's use of it changes; whether it is slow and held is read anew each time."""
+    def views(self, ledger: Ledger, held: frozenset[str] = frozenset()) -> WorkerViews:
+        """Every worker as placement sees it now, each view made when first asked for. A worker's view is kept
+        until the pool's generation moves or the ledger's use of it changes; whether it is slow and held is read
+        anew each time."""
         now = self.clock()
         started = time.monotonic()
-        views = []
-        for worker in self.workers.values():
-            usage = ledger.usage(worker.name)
-            kept = self._views.get(worker.name)
+        if self._roster[0] != self.generation:
+            # A copy: a view asked for later in the sync finds the worker it was promised.
+            self._roster = (self.generation, dict(self.workers))
+        workers = self._roster[1]
+
+        def view_of(name: str) -> WorkerView:
+            worker = workers[name]
+            usage = ledger.usage(name)
+            kept = self._views.get(name)
             if kept is not None and kept[0] == self.generation and kept[1] is usage:
                 view = kept[2]
             else:
                 view = self._view(worker, usage, now)
                 if worker.node_view is None:  # capacity read from Nodes changes with every pod there
-                    self._views[worker.name] = (self.generation, usage, view)
-            slow, is_held = worker.slots.slow(started), worker.name in held
+                    self._views[name] = (self.generation, usage, view)
+            slow, is_held = worker.slots.slow(started), name in held
             if slow or is_held:
                 view = dataclasses.replace(view, slow=slow, held=is_held)
-            views.append(view)
-        return views
+            return view
+
+        return WorkerViews(workers.keys(), view_of)
 
     def _view(self, worker: Worker, usage: Usage, now: float) -> WorkerView:
         since = worker.inactive_since

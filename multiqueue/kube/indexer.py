@@ -21,6 +21,8 @@ class Indexer:
 
     def __init__(self) -> None:
         self._items: dict[str, Obj] = {}
+        # The object under a key, or None: the dict's own lookup, since every sync reads a cache of each worker.
+        self.get: Callable[[str], Obj | None] = self._items.get
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: lambda o: [namespace_of(o)]}
         self._indexes: dict[str, dict[str, set[str]]] = collections.defaultdict(
             lambda: collections.defaultdict(set)
@@ -28,9 +30,6 @@ class Indexer:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
-
-    def get(self, key: str) -> Obj | None:
-        return self._items.get(key)
 
     def objects(self) -> list[Obj]:
         return list(self._items.values())

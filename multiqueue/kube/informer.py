@@ -109,6 +109,7 @@ class Informer:
         self.selection = Selection(resource, namespace, label_selector, field_selector)
         self.watch_timeout = watch_timeout
         self._cache = Indexer()
+        self.get = self._cache.get  # the cached object under a key, or None
         self._handlers: list[Handlers] = []
         self._health = _Health()
         self._task: asyncio.Task[None] | None = None
@@ -116,9 +117,6 @@ class Informer:
         self.relists = 0  # how often the informer had to LIST again (tests and metrics read it)
 
     # --- cache -----------------------------------------------------------------------------------------------
-
-    def get(self, key: str) -> Obj | None:
-        return self._cache.get(key)
 
     def objects(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:

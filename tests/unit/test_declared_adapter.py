@@ -19,7 +19,7 @@ from multiqueue.dispatch.decision import Observed
 from multiqueue.dispatch.generic import PodSet, StatusRefused, demand
 from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import Identity
-from multiqueue.dispatch.placement import WaitReason, WorkerView
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews
 from tests.support.docblocks import yaml_block
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
@@ -133,7 +133,10 @@ def test_a_jobset_too_big_for_every_worker_never_fits_and_names_them() -> None:
         WorkerView("worker-2", {}, True, 0, free={"cpu": 2.0}, capacity={"cpu": 2.0}),
     ]
     actions = decide(
-        ADAPTER, Identity("multiqueue", MANAGED_BY), "LeastLoaded", Observed(user, {}, workers, {}, 0.0)
+        ADAPTER,
+        Identity("multiqueue", MANAGED_BY),
+        "LeastLoaded",
+        Observed(user, {}, WorkerViews.of(workers), {}, 0.0),
     )
     assert actions.place_on is None and actions.waiting is not None
     assert actions.waiting.reason == WaitReason.NEVER_FITS

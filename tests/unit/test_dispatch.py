@@ -22,7 +22,7 @@ from multiqueue.dispatch.mirror import (
     release_metadata,
     requested_worker,
 )
-from multiqueue.dispatch.placement import WaitReason, WorkerView, place
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews, place
 from tests.unit.jobfixtures import T0, T1, job
 
 ADAPTER = BatchJobAdapter()
@@ -153,7 +153,9 @@ def _decide(
     mirrors: dict[str, dict[str, Any]] | None = None,
     workers: list[WorkerView] = WORKERS,
 ) -> Actions:
-    return decide(ADAPTER, IDENTITY, "LeastLoaded", Observed(user, mirrors or {}, workers, {}, now=0.0))
+    return decide(
+        ADAPTER, IDENTITY, "LeastLoaded", Observed(user, mirrors or {}, WorkerViews.of(workers), {}, now=0.0)
+    )
 
 
 def _mirror_of(user: dict[str, Any], uid: str | None = None, **status: Any) -> dict[str, Any]:

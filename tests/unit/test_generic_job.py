@@ -27,7 +27,7 @@ from multiqueue.dispatch.generic import (
 )
 from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import CLUSTER_LABEL, PROGRESS_ANNOTATION, Identity, strip_for_mirror
-from multiqueue.dispatch.placement import WaitReason, WorkerView
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews
 from tests.unit.jobfixtures import T1, cond, job
 
 MANAGED_BY = "multiqueue.dev/dispatcher"
@@ -151,7 +151,7 @@ def run(
     mirrors: dict[str, dict[str, Any]] | None = None,
     workers: list[WorkerView] | None = None,
 ) -> Actions:
-    seen = Observed(user, mirrors or {}, workers or [view("w1"), view("w2")], {}, now=NOW)
+    seen = Observed(user, mirrors or {}, WorkerViews.of(workers or [view("w1"), view("w2")]), {}, now=NOW)
     return decide(TASK, US, "Ordered", seen)
 
 

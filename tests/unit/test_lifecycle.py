@@ -36,7 +36,7 @@ from multiqueue.dispatch.mirror import (
     Identity,
     pending_progress,
 )
-from multiqueue.dispatch.placement import WaitReason, WorkerView
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews
 from tests.unit.jobfixtures import T0, T1, job
 
 ADAPTER = BatchJobAdapter()
@@ -82,7 +82,12 @@ def run(
     now: float = NOW,
     adapter: GenericJob = ADAPTER,
 ) -> Actions:
-    return decide(adapter, US, "LeastLoaded", Observed(user, mirrors or {}, workers, rejections or {}, now))
+    return decide(
+        adapter,
+        US,
+        "LeastLoaded",
+        Observed(user, mirrors or {}, WorkerViews.of(workers), rejections or {}, now),
+    )
 
 
 def is_suspended_body(body: dict[str, Any]) -> bool:
@@ -702,7 +707,11 @@ def test_a_finished_jobs_mirror_stays_for_its_ttl(
     workers: list[WorkerView],
 ) -> None:
     actions = decide(
-        ADAPTER, US, "LeastLoaded", Observed(user, mirrors, workers, {}, now), keep_finished=KEEP
+        ADAPTER,
+        US,
+        "LeastLoaded",
+        Observed(user, mirrors, WorkerViews.of(workers), {}, now),
+        keep_finished=KEEP,
     )
     assert actions == expected
 
@@ -782,7 +791,7 @@ def test_a_status_the_management_cluster_refused_waits_its_back_off_with_a_warni
 ) -> None:
     user = placed(user_job(parallelism=2), "worker-1")
     mirror = mirror_of(user, **RUNNING)
-    seen = Observed(user, {"worker-1": mirror}, TWO, {}, NOW, status_rejection=rejection)
+    seen = Observed(user, {"worker-1": mirror}, WorkerViews.of(TWO), {}, NOW, status_rejection=rejection)
     actions = decide(ADAPTER, US, "LeastLoaded", seen)
     assert actions.status == written
     assert actions.requeue_after == requeue_after

@@ -25,7 +25,7 @@ from multiqueue.dispatch.mirror import (
     pending_progress,
 )
 from multiqueue.dispatch.mirrorbody import part_body
-from multiqueue.dispatch.placement import WaitReason, WorkerView
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews
 from multiqueue.dispatch.split import PartPlan, Parts, parts_of
 from tests.unit.jobfixtures import T0, job
 
@@ -104,7 +104,7 @@ def run(
     limit: int = 4,
     keep_finished: float = 0.0,
 ) -> Actions:
-    seen = Observed(user, mirrors or {}, workers, rejections or {}, NOW)
+    seen = Observed(user, mirrors or {}, WorkerViews.of(workers), rejections or {}, NOW)
     return decide(ADAPTER, US, "LeastLoaded", seen, keep_finished=keep_finished, split_limit=limit)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from multiqueue.dispatch.adapters.job import BatchJobAdapter
 from multiqueue.dispatch.lifecycle import Ours, Stage, kept_until, stage_of
-from multiqueue.dispatch.placement import WorkerView
+from multiqueue.dispatch.placement import WorkerView, WorkerViews
 from tests.unit.jobfixtures import T0, T1, cond, job
 
 ADAPTER = BatchJobAdapter()
@@ -81,4 +81,4 @@ W1_DRAINING = WorkerView("w1", {}, True, 0, accepting=False)
     ],
 )  # fmt: skip
 def test_kept_until(job_: Ours, workers: list[WorkerView], keep: float, until: float | None) -> None:
-    assert kept_until(ADAPTER, job_, workers, keep) == until
+    assert kept_until(ADAPTER, job_, WorkerViews.of(workers), keep) == until

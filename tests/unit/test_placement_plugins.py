@@ -19,7 +19,7 @@ from multiqueue.dispatch.affinity import (
 from multiqueue.dispatch.decision import Observed
 from multiqueue.dispatch.lifecycle import decide
 from multiqueue.dispatch.mirror import Identity
-from multiqueue.dispatch.placement import WaitReason, WorkerView, evaluate, place
+from multiqueue.dispatch.placement import WaitReason, WorkerView, WorkerViews, evaluate, place
 from multiqueue.dispatch.placement_filters import (
     Asked,
     Filter,
@@ -238,6 +238,20 @@ def test_evaluate_gives_every_worker_its_verdicts_and_the_survivors_scores() -> 
     assert (shown.affinity, shown.policy) == ({"eu": 0}, {"eu": -0.0})
 
 
+def test_evaluate_scores_the_workers_it_chooses_among_when_the_best_weighted_one_is_slow() -> None:
+    """A slow worker takes a Job only when no responsive one fits: the policy scores shown are those of the
+    responsive workers tied on their top weight, the ones the placement was chosen from."""
+    preferring = _with('{"preferred": [{"weight": 10, "matchLabels": {"region": "us"}}]}')
+    slow_us = view("us", labels={"region": "us"}, slow=True)
+    shown = evaluate(preferring, [EU, slow_us, view("eu-2", load=3)], "LeastLoaded")
+    assert shown.placement.worker == "eu"
+    assert shown.affinity == {"eu": 0, "us": 10, "eu-2": 0}
+    assert shown.policy == {"eu": -0.0, "eu-2": -3.0}
+    assert (
+        evaluate(preferring, [EU, slow_us], "LeastLoaded", exclude=frozenset({"eu"})).placement.worker == "us"
+    )
+
+
 def test_a_job_that_waits_carries_the_summary_of_every_worker() -> None:
     tiny = view("tiny", capacity={"cpu": 0.5}, free={"cpu": 0.5})
     waiting = place(job(), [BUSY, IDLE, tiny], "LeastLoaded", demand={"cpu": 1.0})
@@ -252,7 +266,9 @@ def test_a_malformed_affinity_is_a_warning_event_and_the_job_waits() -> None:
     body = _with('{"preferred": [{"weight": 0, "matchLabels": {"region": "us"}}]}')
     body["spec"]["managedBy"] = "multiqueue.dev/dispatcher"
     identity = Identity("multiqueue", "multiqueue.dev/dispatcher")
-    actions = decide(BatchJobAdapter(), identity, "LeastLoaded", Observed(body, {}, [EU, US], {}, 0.0))
+    actions = decide(
+        BatchJobAdapter(), identity, "LeastLoaded", Observed(body, {}, WorkerViews.of([EU, US]), {}, 0.0)
+    )
     assert actions.place_on is None and actions.create_mirror is None
     assert [(e.type, e.reason, e.message) for e in actions.events] == [
         (

@@ -1,0 +1,28 @@
+"""A sync's views of the workers outlive a change to the pool within the sync: a worker removed after the views were
+taken is still seen as it was, rather than failing the sync."""
+
+from __future__ import annotations
+
+from multiqueue.api.types import JOBS
+from multiqueue.apiserver.server import ApiServer
+from multiqueue.dispatch.capacity import Ledger
+from multiqueue.dispatch.workers import WorkerPool, WorkerSettings
+from multiqueue.kube.informer import InformerFactory
+from tests.integration.test_worker_drain import Listener
+from tests.support.clients import client_for
+
+
+async def test_views_taken_before_a_worker_is_removed_still_show_it(apiserver: ApiServer) -> None:
+    client = await client_for(apiserver)
+    try:
+        pool = WorkerPool([JOBS], "multiqueue", Listener(), lost_timeout=60.0, slots=4)
+        for name in ("worker-1", "worker-2"):
+            pool.add(name, client, InformerFactory(client), WorkerSettings())
+        views = pool.views(Ledger())
+        pool.remove("worker-2")
+        seen = views.get("worker-2")
+        assert seen is not None and seen.name == "worker-2"
+        assert [v.name for v in views] == ["worker-1", "worker-2"]
+        assert [v.name for v in pool.views(Ledger())] == ["worker-1"], "the next sync's views do not show it"
+    finally:
+        await client.close()
