@@ -248,7 +248,7 @@ class WorkerPool:
         self.on_health: list[Callable[[str], None]] = []
         self._following = False
         # Bumped whenever what a view of a worker shows may have changed, other than what the ledger says it uses
-        # (a view is kept while both are as they were): every sync sees every worker, and there may be many.
+        # (a view is kept while both are as they were): placing a Job sees every worker, and there may be many.
         self.generation = 0
         self._views: dict[str, tuple[int, Usage, WorkerView]] = {}
         self._roster: tuple[int, dict[str, Worker]] = (-1, {})  # the workers as of a generation
@@ -392,18 +392,18 @@ class WorkerPool:
         if self._roster[0] != self.generation:
             # A copy: a view asked for later in the sync finds the worker it was promised.
             self._roster = (self.generation, dict(self.workers))
-        workers = self._roster[1]
+        generation, workers = self._roster
 
         def view_of(name: str) -> WorkerView:
             worker = workers[name]
             usage = ledger.usage(name)
             kept = self._views.get(name)
-            if kept is not None and kept[0] == self.generation and kept[1] is usage:
+            if kept is not None and kept[0] == generation and kept[1] is usage:
                 view = kept[2]
             else:
                 view = self._view(worker, usage, now)
                 if worker.node_view is None:  # capacity read from Nodes changes with every pod there
-                    self._views[name] = (self.generation, usage, view)
+                    self._views[name] = (generation, usage, view)
             slow, is_held = worker.slots.slow(started), name in held
             if slow or is_held:
                 view = dataclasses.replace(view, slow=slow, held=is_held)
