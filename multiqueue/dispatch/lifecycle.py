@@ -37,7 +37,6 @@ from multiqueue.dispatch.placement import (
     NEEDS_A_CHANGE,
     Placement,
     WaitReason,
-    WorkerView,
     WorkerViews,
     evaluate,
     place,
@@ -63,7 +62,7 @@ def decide(
     # Only reachable workers are asked to delete: a mirror on an unreachable one goes when it is back (its
     # cache lists the mirror again and the Job is synced), so no sync waits on a dead connection.
     workers = seen.workers
-    actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if _answers(workers.get(w))]
+    actions.delete_mirrors = [(w, m) for w, m in actions.delete_mirrors if workers.answers(w)]
     touched = {w for w, _ in actions.delete_mirrors}
     for target in (
         actions.create_mirror,
@@ -73,18 +72,13 @@ def decide(
     ):
         if target is not None:
             touched.add(target[0])
-    views = [workers.get(w) for w in touched]
-    if not all(_answers(v) for v in views):
+    if not all(workers.answers(w) for w in touched):
         # It does not answer: nothing is asked of it until it is back, and its return syncs every Job placed there.
         return Actions()
-    if any(v is not None and v.slow for v in views):
+    if any((v := workers.get(w)) is not None and v.slow for w in touched):
         # That worker is slow to answer: decide again later rather than hold a sync waiting on it.
         return Actions(requeue_after=WORKER_BUSY_RETRY)
     return actions
-
-
-def _answers(view: WorkerView | None) -> bool:
-    return view is not None and view.active
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,7 +338,7 @@ def _create(
         actions.waiting = Waiting(_refusal_reason(rejection), _rejected_message(rejection))
         actions.events.append(_pending_event(actions.waiting))
         return actions
-    if not _answers(seen.workers.get(placed)):
+    if not seen.workers.answers(placed):
         actions.waiting = Waiting(WaitReason.WORKER_INACTIVE, f"worker {placed} is not active")
         return actions
     actions.create_mirror = (placed, mirror_body(adapter, identity, user))

@@ -117,8 +117,8 @@ def run_parts(
     """Placed as ``parts`` (``mirrors``: ours, by worker): each part's mirror made, given its marked indexes and
     suspended or resumed with the Job; the parts' statuses merged into the user's; a decided Job's parts stopped;
     a lost worker's part planned again on others."""
-    lost = {w.name for w in seen.workers if w.lost}
     planned = {p.worker for p in parts.plans}
+    lost = {w for w in planned if (v := seen.workers.get(w)) is not None and v.lost}
     actions.delete_mirrors += [(w, m) for w, m in mirrors.items() if w not in planned]
     if planned & lost:
         return _replan(actions, adapter, identity, seen, user, mirrors, parts, lost)
@@ -177,7 +177,7 @@ def _advance(
     decided: bool,
 ) -> None:
     """The next step of one part, when no other part took that kind of step in this sync."""
-    if not any(w.name == plan.worker and w.active for w in seen.workers):
+    if not seen.workers.answers(plan.worker):
         return  # asked nothing until it answers again; its return syncs the Job
     if mirror is None:
         made = seen.rejections.get(plan.worker)

@@ -122,6 +122,11 @@ class WorkerViews(Sequence[WorkerView]):
         """The view of the worker ``name``; None when there is no such worker."""
         return self._made.get(name) or (self._make(name) if name in self._names else None)
 
+    def answers(self, name: str) -> bool:
+        """Whether there is a worker ``name`` and it is active: whether anything can be asked of it now."""
+        view = self.get(name)
+        return view is not None and view.active
+
     def _make(self, name: str) -> WorkerView:
         view = self._made.get(name)
         if view is None:

@@ -26,3 +26,22 @@ async def test_views_taken_before_a_worker_is_removed_still_show_it(apiserver: A
         assert [v.name for v in pool.views(Ledger())] == ["worker-1"], "the next sync's views do not show it"
     finally:
         await client.close()
+
+
+async def test_a_view_made_after_the_pool_changed_is_not_kept_as_current(apiserver: ApiServer) -> None:
+    """Views taken before a worker was re-added (new settings) and read after it show the worker as it was; the
+    next sync's views show it as it is, not the older view kept."""
+    client = await client_for(apiserver)
+    try:
+        pool = WorkerPool([JOBS], "multiqueue", Listener(), lost_timeout=60.0, slots=4)
+        ledger = Ledger()
+        pool.add("worker-1", client, InformerFactory(client), WorkerSettings(labels={"zone": "a"}))
+        before = pool.views(ledger)
+        pool.add("worker-1", client, InformerFactory(client), WorkerSettings(labels={"zone": "b"}))
+        old = before.get("worker-1")
+        assert old is not None and old.labels == {"zone": "a"}
+        new = pool.views(ledger).get("worker-1")
+        assert new is not None and new.labels == {"zone": "b"}
+    finally:
+        await pool.close()
+        await client.close()

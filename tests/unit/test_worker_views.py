@@ -20,7 +20,7 @@ def counting(names: list[str]) -> tuple[WorkerViews, list[str]]:
 @pytest.mark.parametrize(
     ("asked", "made"),
     [
-        ([], []),  # len and membership alone make no view
+        ([], []),  # len alone makes no view
         (["b"], ["b"]),  # a sync that looks at its own worker makes that view only
         (["b", "b"], ["b"]),  # once
         (["z"], []),  # no such worker: None, nothing made
